@@ -1,0 +1,125 @@
+package holdfast
+
+import (
+	"fmt"
+	"log/slog"
+	"time"
+)
+
+// TypePolicy is the configuration of one record type (a key's first
+// segment).
+type TypePolicy struct {
+	// Policy maps intents to modes; default ExclusiveWrite.
+	Policy Policy
+	// DefaultTTL is a lock's lifetime when the request gives none; default
+	// 2 hours.
+	DefaultTTL time.Duration
+	// MaxTTL caps every requested lifetime; default 24 hours.
+	MaxTTL time.Duration
+	// IdleTimeout is given to sessions that lock this type without asking
+	// for one; zero means none.
+	IdleTimeout time.Duration
+}
+
+// Config configures a Manager. The zero value is usable.
+type Config struct {
+	// Types holds per-type policies, keyed by type ("policy", "order").
+	Types map[string]TypePolicy
+	// Default applies to types not in Types.
+	Default TypePolicy
+	// SweepInterval is how often expired locks and idle sessions are
+	// removed in the background; default 1 second. Negative disables the
+	// sweep (tests call Sweep).
+	SweepInterval time.Duration
+	// LostRetention is how long lost locks and ended sessions are
+	// remembered for late heartbeats; default and minimum 24 hours.
+	LostRetention time.Duration
+	// AuditRetention is how long audit entries are kept; default 30 days.
+	AuditRetention time.Duration
+	// Logger receives background errors; default slog.Default().
+	Logger *slog.Logger
+	// Observer, when set, is told of every operation (for metrics).
+	Observer Observer
+}
+
+// Observer receives one call per Manager operation with its outcome.
+type Observer interface {
+	Observe(op string, d time.Duration, err error)
+}
+
+const (
+	defaultTTL            = 2 * time.Hour
+	defaultMaxTTL         = 24 * time.Hour
+	defaultSweepInterval  = time.Second
+	minLostRetention      = 24 * time.Hour
+	defaultAuditRetention = 30 * 24 * time.Hour
+)
+
+func (p TypePolicy) withDefaults(d TypePolicy) TypePolicy {
+	if p.Policy == "" {
+		p.Policy = d.Policy
+	}
+	if p.DefaultTTL == 0 {
+		p.DefaultTTL = d.DefaultTTL
+	}
+	if p.MaxTTL == 0 {
+		p.MaxTTL = d.MaxTTL
+	}
+	if p.IdleTimeout == 0 {
+		p.IdleTimeout = d.IdleTimeout
+	}
+	return p
+}
+
+// Validate fills defaults and reports the first problem.
+func (c *Config) Validate() error {
+	c.Default = c.Default.withDefaults(TypePolicy{Policy: ExclusiveWrite, DefaultTTL: defaultTTL, MaxTTL: defaultMaxTTL})
+	for name, p := range c.Types {
+		if err := ValidateKey(name); err != nil || KeyType(name) != name {
+			return fmt.Errorf("type %q is not a single key segment", name)
+		}
+		c.Types[name] = p.withDefaults(c.Default)
+	}
+	for name, p := range c.typesWithDefault() {
+		switch p.Policy {
+		case ExclusiveWrite, ExclusiveRead, ReadWrite:
+		default:
+			return fmt.Errorf("type %s: unknown policy %q (want exclusive-write, exclusive-read or read-write)", name, p.Policy)
+		}
+		if p.DefaultTTL <= 0 || p.MaxTTL <= 0 || p.IdleTimeout < 0 {
+			return fmt.Errorf("type %s: durations must be positive", name)
+		}
+		if p.DefaultTTL > p.MaxTTL {
+			return fmt.Errorf("type %s: default ttl %s is longer than max ttl %s", name, p.DefaultTTL, p.MaxTTL)
+		}
+	}
+	if c.SweepInterval == 0 {
+		c.SweepInterval = defaultSweepInterval
+	}
+	if c.LostRetention < minLostRetention {
+		c.LostRetention = minLostRetention
+	}
+	if c.AuditRetention == 0 {
+		c.AuditRetention = defaultAuditRetention
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	return nil
+}
+
+func (c *Config) typesWithDefault() map[string]TypePolicy {
+	all := map[string]TypePolicy{"(default)": c.Default}
+	for k, v := range c.Types {
+		all[k] = v
+	}
+	return all
+}
+
+// policy returns the policy of key's type.
+func (c *Config) policy(key string) TypePolicy {
+	if p, ok := c.Types[KeyType(key)]; ok {
+		return p
+	}
+	return c.Default
+}

@@ -1,0 +1,117 @@
+// Package store is the storage contract of holdfast: the records a lock
+// manager keeps and the atomic, durable transactions it keeps them in.
+//
+// A Store knows nothing of lock semantics. The holdfast Manager reads and
+// writes records inside Update; the store makes each Update atomic (no other
+// transaction sees part of it, and a failed one leaves nothing) and durable
+// (when Update returns nil, a crash cannot undo it). Because every decision
+// is taken inside one transaction, no check-then-act race is possible
+// through this interface.
+//
+// The conformance suite in package storetest states the semantics every
+// store must keep; run it from each store's tests.
+package store
+
+import (
+	"context"
+	"errors"
+	"time"
+)
+
+// Store is the small interface every backend implements.
+type Store interface {
+	// Update runs fn in one atomic, durable read-write transaction. If fn
+	// returns an error, nothing it wrote is kept and Update returns that
+	// error. fn may be called more than once (a store may retry it after a
+	// conflict), so it must not have side effects outside the transaction.
+	// Update returns only after the transaction is durable.
+	Update(ctx context.Context, fn func(Tx) error) error
+
+	// View runs fn in a read-only transaction that sees a consistent state
+	// no older than the last Update that returned.
+	View(ctx context.Context, fn func(ReadTx) error) error
+
+	// Ping reports whether the store can currently confirm durability.
+	Ping(ctx context.Context) error
+
+	// Close releases the store's resources. It does not wait for
+	// transactions still running.
+	Close() error
+}
+
+// ErrUnavailable is returned (wrapped) by a store that cannot reach its
+// backend or cannot confirm that a write is durable. Callers fail closed.
+var ErrUnavailable = errors.New("store unavailable")
+
+// ReadTx reads records. Every listing is ordered and paginated by a cursor
+// that is the last item's sort key.
+type ReadTx interface {
+	// Now is the store's clock, the only clock that judges expiry. Stores
+	// shared by several servers use their own (the database's) clock.
+	Now() time.Time
+
+	// Lock returns the lock of session on exactly key.
+	Lock(key, session string) (Lock, bool, error)
+	// Related calls fn for every lock on key, on an ancestor of key or on a
+	// descendant of key, until fn returns false. Stores answer it from an
+	// index, never by scanning all locks.
+	Related(key string, fn func(Lock) bool) error
+	// SessionLocks returns every lock held by session, ordered by key.
+	SessionLocks(session string) ([]Lock, error)
+	// ExpiredLocks returns up to limit locks with ExpiresAt <= now, oldest
+	// expiry first.
+	ExpiredLocks(now time.Time, limit int) ([]Lock, error)
+	// Locks lists locks ordered by (key, session) after the cursor.
+	Locks(q LockQuery) ([]Lock, error)
+
+	// Session returns a session record, live or ended.
+	Session(id string) (Session, bool, error)
+	// IdleSessions returns up to limit live sessions whose idle deadline
+	// (LastSeen + IdleTimeout) is <= now.
+	IdleSessions(now time.Time, limit int) ([]Session, error)
+	// Sessions lists live (not ended) sessions ordered by id after the cursor.
+	Sessions(q SessionQuery) ([]Session, error)
+	// EndedSessions returns up to limit ended sessions that ended before t.
+	EndedSessions(before time.Time, limit int) ([]Session, error)
+
+	// Aggregate returns the root that member maps to.
+	Aggregate(member string) (root string, ok bool, err error)
+	// Aggregates lists mappings ordered by member; root "" means all.
+	Aggregates(root string) ([]Aggregate, error)
+
+	// Lost returns every remembered lost lock of session, oldest first.
+	Lost(session string) ([]Lost, error)
+	// LostBefore returns up to limit lost records made before t.
+	LostBefore(before time.Time, limit int) ([]Lost, error)
+
+	// Audit lists audit entries with ID > q.After, oldest first.
+	Audit(q AuditQuery) ([]AuditEntry, error)
+}
+
+// Tx reads and writes records inside Update.
+type Tx interface {
+	ReadTx
+
+	// NextToken returns a fencing token greater than every token this store
+	// has returned before, across restarts.
+	NextToken() (uint64, error)
+
+	PutLock(l Lock) error
+	DeleteLock(key, session string) error
+
+	PutSession(s Session) error
+	DeleteSession(id string) error
+
+	PutAggregate(a Aggregate) error
+	DeleteAggregate(member string) error
+
+	PutLost(l Lost) error
+	DeleteLost(session, key string, token uint64) error
+
+	// AppendAudit stores e with a new ID greater than every earlier one and
+	// returns that ID.
+	AppendAudit(e AuditEntry) (uint64, error)
+	// PruneAudit deletes up to limit entries older than before and reports
+	// how many it deleted.
+	PruneAudit(before time.Time, limit int) (int, error)
+}

@@ -4,16 +4,17 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"time"
 
 	"github.com/holdfast/holdfast/store"
 )
 
 // Manager is the lock manager: it owns the meaning of every lock operation
-// and keeps its records in a store.Store, one transaction per operation.
+// and keeps its records in a store.Store, one transaction per operation, so
+// every decision is atomic in the store.
 type Manager struct {
-	store store.Store
-	cfg   Config
-
+	store  store.Store
+	cfg    Config
 	events events
 
 	stop     chan struct{}
@@ -23,14 +24,16 @@ type Manager struct {
 
 var _ Service = (*Manager)(nil)
 
-var errTODO = errors.New("not implemented yet")
-
 // New returns a Manager over s and starts its background sweep.
 func New(s store.Store, cfg Config) (*Manager, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
 	m := &Manager{store: s, cfg: cfg, stop: make(chan struct{})}
+	if cfg.SweepInterval > 0 {
+		m.swept.Add(1)
+		go m.sweepLoop()
+	}
 	return m, nil
 }
 
@@ -42,10 +45,12 @@ func (m *Manager) Close() error {
 }
 
 // Ping reports whether the store can confirm durability now.
-func (m *Manager) Ping(ctx context.Context) error { return errTODO }
-
-// Sweep removes expired locks, ends idle sessions and prunes old records.
-func (m *Manager) Sweep(ctx context.Context) error { return errTODO }
+func (m *Manager) Ping(ctx context.Context) error {
+	if err := m.store.Ping(ctx); err != nil {
+		return &UnavailableError{RetryAfter: time.Second, Err: err}
+	}
+	return nil
+}
 
 // Subscribe delivers every audit entry committed from now on whose key is
 // prefix or below it ("" for all). The channel is closed when cancel is
@@ -55,40 +60,55 @@ func (m *Manager) Subscribe(prefix string) (entries <-chan AuditEntry, cancel fu
 	return m.events.subscribe(prefix)
 }
 
-func (m *Manager) Acquire(ctx context.Context, req AcquireRequest) (*AcquireResult, error) {
-	return nil, errTODO
+// update runs fn in one store transaction and, once it is durable,
+// publishes the audit entries it wrote.
+func (m *Manager) update(ctx context.Context, name string, fn func(o *op) error) error {
+	start := time.Now()
+	var published []AuditEntry
+	err := m.store.Update(ctx, func(tx store.Tx) error {
+		o := newOp(m, tx)
+		if err := fn(o); err != nil {
+			return err
+		}
+		published = o.audit
+		return nil
+	})
+	err = classify(err)
+	if err == nil {
+		m.events.publish(published)
+	}
+	m.observe(name, start, err)
+	return err
 }
-func (m *Manager) Release(ctx context.Context, req ReleaseRequest) (*ReleaseResult, error) {
-	return nil, errTODO
+
+// view runs fn in a read-only store transaction.
+func (m *Manager) view(ctx context.Context, name string, fn func(o *readOp) error) error {
+	start := time.Now()
+	err := m.store.View(ctx, func(tx store.ReadTx) error {
+		return fn(newReadOp(m, tx))
+	})
+	err = classify(err)
+	m.observe(name, start, err)
+	return err
 }
-func (m *Manager) Renew(ctx context.Context, req RenewRequest) (*RenewResult, error) {
-	return nil, errTODO
+
+func (m *Manager) observe(name string, start time.Time, err error) {
+	if m.cfg.Observer != nil {
+		m.cfg.Observer.Observe(name, time.Since(start), err)
+	}
 }
-func (m *Manager) Verify(ctx context.Context, req VerifyRequest) (*VerifyResult, error) {
-	return nil, errTODO
-}
-func (m *Manager) Locks(ctx context.Context, q LockQuery) (*LockPage, error) { return nil, errTODO }
-func (m *Manager) Heartbeat(ctx context.Context, req HeartbeatRequest) (*HeartbeatResult, error) {
-	return nil, errTODO
-}
-func (m *Manager) EndSession(ctx context.Context, req EndSessionRequest) (*EndSessionResult, error) {
-	return nil, errTODO
-}
-func (m *Manager) Sessions(ctx context.Context, q SessionQuery) (*SessionPage, error) {
-	return nil, errTODO
-}
-func (m *Manager) SetAggregate(ctx context.Context, a Aggregate) (*Aggregate, error) {
-	return nil, errTODO
-}
-func (m *Manager) RemoveAggregate(ctx context.Context, req RemoveAggregateRequest) error {
-	return errTODO
-}
-func (m *Manager) Aggregates(ctx context.Context, root string) (*AggregateList, error) {
-	return nil, errTODO
-}
-func (m *Manager) ForceRelease(ctx context.Context, req ForceReleaseRequest) (*ForceReleaseResult, error) {
-	return nil, errTODO
-}
-func (m *Manager) Audit(ctx context.Context, q AuditQuery) (*AuditPage, error) {
-	return nil, errTODO
+
+// classify keeps the Manager's own errors and turns every other failure of
+// the store into ErrUnavailable: when the store cannot answer, nothing is
+// decided, and callers must not take silence for a grant.
+func classify(err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, ErrLocked), errors.Is(err, ErrLockLost), errors.Is(err, ErrStaleToken),
+		errors.Is(err, ErrInvalid), errors.Is(err, ErrNotFound), errors.Is(err, ErrUnavailable):
+		return err
+	default:
+		return &UnavailableError{RetryAfter: time.Second, Err: err}
+	}
 }

@@ -1,0 +1,112 @@
+package holdfast
+
+import (
+	"context"
+	"strconv"
+	"strings"
+
+	"github.com/holdfast/holdfast/store"
+)
+
+// ForceRelease releases other people's locks: every lock on keys, every
+// lock of session, or the session's locks on keys when both are given. The
+// reason is required and, with the actor, is told to the former holder at
+// its next renew, verify or heartbeat.
+func (m *Manager) ForceRelease(ctx context.Context, req ForceReleaseRequest) (*ForceReleaseResult, error) {
+	if strings.TrimSpace(req.Reason) == "" {
+		return nil, invalid("reason", "reason is required: say why the lock is released, for its holder and the audit log")
+	}
+	if len(req.Keys) == 0 && req.Session == "" {
+		return nil, invalid("keys", "give keys, session or both")
+	}
+	if err := validateKeys("keys", req.Keys, false); err != nil {
+		return nil, err
+	}
+	if req.Session != "" {
+		if err := validateSession("session", req.Session); err != nil {
+			return nil, err
+		}
+	}
+	var res *ForceReleaseResult
+	err := m.update(ctx, "force_release", func(o *op) error {
+		res = &ForceReleaseResult{Released: []Lock{}}
+		var targets []store.Lock
+		if len(req.Keys) == 0 {
+			var err error
+			if targets, err = o.tx.SessionLocks(req.Session); err != nil {
+				return err
+			}
+		}
+		for _, k := range req.Keys {
+			key, err := o.resolve("keys", k)
+			if err != nil {
+				return err
+			}
+			err = o.tx.Related(key, func(l store.Lock) bool {
+				if l.Key == key && (req.Session == "" || l.Session == req.Session) {
+					targets = append(targets, l)
+				}
+				return true
+			})
+			if err != nil {
+				return err
+			}
+		}
+		for _, l := range targets {
+			cur, ok, err := o.liveLock(l.Key, l.Session)
+			if err != nil {
+				return err
+			}
+			if !ok {
+				continue
+			}
+			if err := o.drop(cur, LostForceReleased, EventForceReleased, req.Actor, req.Reason, false); err != nil {
+				return err
+			}
+			res.Released = append(res.Released, toLock(cur))
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return res, nil
+}
+
+// Audit lists audit entries, oldest first, after the cursor.
+func (m *Manager) Audit(ctx context.Context, q AuditQuery) (*AuditPage, error) {
+	limit, err := pageSize(q.Limit)
+	if err != nil {
+		return nil, err
+	}
+	var after uint64
+	if q.After != "" {
+		if after, err = strconv.ParseUint(q.After, 10, 64); err != nil {
+			return nil, invalid("after", "after is not a cursor this server returned")
+		}
+	}
+	var page *AuditPage
+	err = m.view(ctx, "audit", func(o *readOp) error {
+		entries, err := o.rtx.Audit(store.AuditQuery{
+			Key: q.Key, Session: q.Session, User: q.User, Event: string(q.Event),
+			Since: q.Since, After: after, Limit: limit + 1,
+		})
+		if err != nil {
+			return err
+		}
+		page = &AuditPage{Entries: make([]AuditEntry, 0, len(entries))}
+		for _, e := range entries {
+			page.Entries = append(page.Entries, toAuditEntry(e))
+		}
+		if len(page.Entries) > limit {
+			page.Entries = page.Entries[:limit]
+			next := strconv.FormatUint(page.Entries[limit-1].ID, 10)
+			page.Next = &next
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return page, nil
+}

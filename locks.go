@@ -1,0 +1,352 @@
+package holdfast
+
+import (
+	"context"
+	"encoding/base64"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/holdfast/holdfast/store"
+)
+
+// Release releases the session's locks on keys. Keys it does not hold are
+// listed in NotHeld; that is not an error.
+func (m *Manager) Release(ctx context.Context, req ReleaseRequest) (*ReleaseResult, error) {
+	if err := validateSession("session", req.Session); err != nil {
+		return nil, err
+	}
+	if err := validateKeys("keys", req.Keys, true); err != nil {
+		return nil, err
+	}
+	if req.Token != 0 && len(req.Keys) != 1 {
+		return nil, invalid("token", "token can be given with one key only")
+	}
+	var res *ReleaseResult
+	err := m.update(ctx, "release", func(o *op) error {
+		res = &ReleaseResult{Released: []Lock{}, NotHeld: []string{}}
+		if _, _, err := o.touch(req.Session); err != nil {
+			return err
+		}
+		var held []store.Lock
+		for _, k := range req.Keys {
+			key, err := o.resolve("keys", k)
+			if err != nil {
+				return err
+			}
+			l, ok, err := o.liveLock(key, req.Session)
+			if err != nil {
+				return err
+			}
+			if !ok || slices.ContainsFunc(held, func(h store.Lock) bool { return h.Key == key }) {
+				if !ok {
+					res.NotHeld = append(res.NotHeld, k)
+				}
+				continue
+			}
+			if req.Token != 0 && l.Token != req.Token {
+				return staleToken(l, req.Token)
+			}
+			held = append(held, l)
+			out := toLock(l)
+			out.RequestedKey = k
+			res.Released = append(res.Released, out)
+		}
+		for _, l := range held {
+			if err := o.drop(l, LostReleased, EventReleased, "", "", true); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return res, nil
+}
+
+// liveLock returns the session's lock on exactly key if it is still held,
+// removing it first if it has expired.
+func (o *op) liveLock(key, session string) (store.Lock, bool, error) {
+	l, ok, err := o.tx.Lock(key, session)
+	if err != nil || !ok {
+		return l, false, err
+	}
+	why, err := o.deadReason(l)
+	if err != nil || why == "" {
+		return l, err == nil, err
+	}
+	return l, false, o.dropDead(l, why)
+}
+
+func staleToken(current store.Lock, given uint64) error {
+	l := toLock(current)
+	return &StaleTokenError{Lock: l, Message: l.Key + " is held under a newer grant (token " +
+		strconv.FormatUint(l.Token, 10) + ", not " + strconv.FormatUint(given, 10) + "): a write with the old token must not land"}
+}
+
+// Renew moves the expiry of the session's locks (all of them when no keys
+// are given) to now + ttl. If any named key is not held, nothing is renewed.
+func (m *Manager) Renew(ctx context.Context, req RenewRequest) (*RenewResult, error) {
+	if err := validateSession("session", req.Session); err != nil {
+		return nil, err
+	}
+	if err := validateKeys("keys", req.Keys, false); err != nil {
+		return nil, err
+	}
+	if req.TTL < 0 {
+		return nil, invalid("ttl_seconds", "ttl_seconds must be greater than 0")
+	}
+	var res *RenewResult
+	err := m.update(ctx, "renew", func(o *op) error {
+		if _, _, err := o.touch(req.Session); err != nil {
+			return err
+		}
+		var locks []store.Lock
+		if len(req.Keys) == 0 {
+			all, err := o.tx.SessionLocks(req.Session)
+			if err != nil {
+				return err
+			}
+			for _, l := range all {
+				if _, ok, err := o.liveLock(l.Key, l.Session); err != nil {
+					return err
+				} else if ok {
+					locks = append(locks, l)
+				}
+			}
+		}
+		requested := make([]string, 0, len(req.Keys))
+		for _, k := range req.Keys {
+			key, err := o.resolve("keys", k)
+			if err != nil {
+				return err
+			}
+			if slices.ContainsFunc(locks, func(l store.Lock) bool { return l.Key == key }) {
+				continue
+			}
+			l, ok, err := o.liveLock(key, req.Session)
+			if err != nil {
+				return err
+			}
+			if !ok {
+				lost, err := o.lostError(req.Session, key, 0)
+				if err != nil {
+					return err
+				}
+				return lost
+			}
+			locks = append(locks, l)
+			requested = append(requested, k)
+		}
+		res = &RenewResult{Locks: make([]Lock, 0, len(locks))}
+		for i, l := range locks {
+			l.ExpiresAt = o.now.Add(ttl(req.TTL, o.m.cfg.policy(l.Key)))
+			if err := o.tx.PutLock(l); err != nil {
+				return err
+			}
+			if err := o.record(EventRenewed, l, "", ""); err != nil {
+				return err
+			}
+			out := toLock(l)
+			if len(requested) == len(locks) {
+				out.RequestedKey = requested[i]
+			}
+			res.Locks = append(res.Locks, out)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return res, nil
+}
+
+// Verify returns the lock when the session holds key under token (any
+// token when zero); otherwise a *LockLostError or *StaleTokenError. Call it
+// right before a write to a store that cannot check the lock itself.
+func (m *Manager) Verify(ctx context.Context, req VerifyRequest) (*VerifyResult, error) {
+	if err := validateSession("session", req.Session); err != nil {
+		return nil, err
+	}
+	if err := ValidateKey(req.Key); err != nil {
+		return nil, invalid("key", "key: %v", err)
+	}
+	var res *VerifyResult
+	err := m.update(ctx, "verify", func(o *op) error {
+		if _, _, err := o.touch(req.Session); err != nil {
+			return err
+		}
+		key, err := o.resolve("key", req.Key)
+		if err != nil {
+			return err
+		}
+		l, ok, err := o.liveLock(key, req.Session)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			lost, err := o.lostError(req.Session, key, req.Token)
+			if err != nil {
+				return err
+			}
+			return lost
+		}
+		if req.Token != 0 && l.Token != req.Token {
+			return staleToken(l, req.Token)
+		}
+		out := toLock(l)
+		out.RequestedKey = req.Key
+		res = &VerifyResult{Lock: out}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return res, nil
+}
+
+const (
+	defaultPageSize = 100
+	maxPageSize     = 1000
+)
+
+func pageSize(limit int) (int, error) {
+	switch {
+	case limit == 0:
+		return defaultPageSize, nil
+	case limit < 0 || limit > maxPageSize:
+		return 0, invalid("limit", "limit must be between 1 and %d", maxPageSize)
+	default:
+		return limit, nil
+	}
+}
+
+// Locks lists live locks, sorted by key then session.
+func (m *Manager) Locks(ctx context.Context, q LockQuery) (*LockPage, error) {
+	limit, err := pageSize(q.Limit)
+	if err != nil {
+		return nil, err
+	}
+	if q.Key != "" {
+		if err := ValidateKey(q.Key); err != nil {
+			return nil, invalid("key", "key: %v", err)
+		}
+	}
+	afterKey, afterSession, err := decodeLockCursor(q.After)
+	if err != nil {
+		return nil, err
+	}
+	var page *LockPage
+	err = m.view(ctx, "locks", func(o *readOp) error {
+		var found []store.Lock
+		if q.Key != "" {
+			key, err := o.resolve("key", q.Key)
+			if err != nil {
+				return err
+			}
+			if found, err = o.related(key, q, afterKey, afterSession); err != nil {
+				return err
+			}
+		} else {
+			if found, err = o.listLocks(store.LockQuery{
+				Prefix: q.Prefix, Session: q.Session, User: q.User,
+				AfterKey: afterKey, AfterSession: afterSession,
+			}, limit+1); err != nil {
+				return err
+			}
+		}
+		page = &LockPage{Locks: toLocks(found)}
+		if len(page.Locks) > limit {
+			page.Locks = page.Locks[:limit]
+			last := page.Locks[limit-1]
+			next := encodeLockCursor(last.Key, last.Owner.Session)
+			page.Next = &next
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return page, nil
+}
+
+// listLocks collects up to want live locks, skipping dead records.
+func (o *readOp) listLocks(q store.LockQuery, want int) ([]store.Lock, error) {
+	var out []store.Lock
+	for len(out) < want {
+		q.Limit = want - len(out)
+		batch, err := o.rtx.Locks(q)
+		if err != nil {
+			return nil, err
+		}
+		for _, l := range batch {
+			if why, err := o.deadReason(l); err != nil {
+				return nil, err
+			} else if why == "" {
+				out = append(out, l)
+			}
+		}
+		if len(batch) < q.Limit {
+			break
+		}
+		last := batch[len(batch)-1]
+		q.AfterKey, q.AfterSession = last.Key, last.Session
+	}
+	return out, nil
+}
+
+// related returns the live locks that conflict-check against key, filtered
+// and sorted like a listing.
+func (o *readOp) related(key string, q LockQuery, afterKey, afterSession string) ([]store.Lock, error) {
+	var out []store.Lock
+	var ferr error
+	err := o.rtx.Related(key, func(l store.Lock) bool {
+		switch {
+		case q.Prefix != "" && !strings.HasPrefix(l.Key, q.Prefix),
+			q.Session != "" && l.Session != q.Session,
+			q.User != "" && l.User != q.User,
+			afterKey != "" && (l.Key < afterKey || l.Key == afterKey && l.Session <= afterSession):
+			return true
+		}
+		why, err := o.deadReason(l)
+		if err != nil {
+			ferr = err
+			return false
+		}
+		if why == "" {
+			out = append(out, l)
+		}
+		return true
+	})
+	if err == nil {
+		err = ferr
+	}
+	slices.SortFunc(out, func(a, b store.Lock) int {
+		if c := strings.Compare(a.Key, b.Key); c != 0 {
+			return c
+		}
+		return strings.Compare(a.Session, b.Session)
+	})
+	return out, err
+}
+
+// Cursors are opaque to clients; they carry the last item's sort key.
+func encodeLockCursor(key, session string) string {
+	return base64.RawURLEncoding.EncodeToString([]byte(key + "\x00" + session))
+}
+
+func decodeLockCursor(c string) (key, session string, err error) {
+	if c == "" {
+		return "", "", nil
+	}
+	b, err := base64.RawURLEncoding.DecodeString(c)
+	if err != nil {
+		return "", "", invalid("after", "after is not a cursor this server returned")
+	}
+	key, session, ok := strings.Cut(string(b), "\x00")
+	if !ok {
+		return "", "", invalid("after", "after is not a cursor this server returned")
+	}
+	return key, session, nil
+}

@@ -1,0 +1,306 @@
+package holdfast
+
+import (
+	"slices"
+	"time"
+
+	"github.com/holdfast/holdfast/store"
+)
+
+// readOp is one read-only operation inside a store transaction: the
+// transaction, the store's time, and what the operation has looked up.
+type readOp struct {
+	m        *Manager
+	rtx      store.ReadTx
+	now      time.Time
+	sessions map[string]sessionView
+}
+
+type sessionView struct {
+	s      store.Session
+	exists bool
+}
+
+func newReadOp(m *Manager, tx store.ReadTx) *readOp {
+	// Times travel with millisecond precision; keeping them so in the store
+	// makes every comparison agree with what clients see.
+	return &readOp{m: m, rtx: tx, now: tx.Now().UTC().Truncate(time.Millisecond)}
+}
+
+// op is one read-write operation inside a store transaction.
+type op struct {
+	*readOp
+	tx    store.Tx
+	audit []AuditEntry // written by this operation, published after commit
+}
+
+func newOp(m *Manager, tx store.Tx) *op {
+	return &op{readOp: newReadOp(m, tx), tx: tx}
+}
+
+func (o *readOp) session(id string) (store.Session, bool, error) {
+	if v, ok := o.sessions[id]; ok {
+		return v.s, v.exists, nil
+	}
+	s, ok, err := o.rtx.Session(id)
+	if err != nil {
+		return store.Session{}, false, err
+	}
+	if o.sessions == nil {
+		o.sessions = make(map[string]sessionView)
+	}
+	o.sessions[id] = sessionView{s, ok}
+	return s, ok, nil
+}
+
+// idle reports whether a live session has passed its idle deadline.
+func (o *readOp) idle(s store.Session) bool {
+	d := s.IdleDeadline()
+	return !s.Ended() && !d.IsZero() && !d.After(o.now)
+}
+
+// deadReason says why a lock record no longer counts as held ("" if it
+// does): its own expiry, or its session's idle timeout. Expired means free
+// at once, whether or not the sweep has removed the record.
+func (o *readOp) deadReason(l store.Lock) (LostReason, error) {
+	if !l.ExpiresAt.After(o.now) {
+		return LostExpired, nil
+	}
+	s, ok, err := o.session(l.Session)
+	if err != nil {
+		return "", err
+	}
+	if ok && (s.Ended() || o.idle(s)) {
+		return LostSessionExpired, nil
+	}
+	return "", nil
+}
+
+// resolve maps key through aggregates: while some ancestor-or-self of key
+// is a member, it is replaced by its root (the longest member wins).
+func (o *readOp) resolve(field, key string) (string, error) {
+	for range maxAggregateDepth {
+		mapped := false
+		for p := key; ; {
+			root, ok, err := o.rtx.Aggregate(p)
+			if err != nil {
+				return "", err
+			}
+			if ok {
+				key = root + key[len(p):]
+				mapped = true
+				break
+			}
+			i := lastSlash(p)
+			if i < 0 {
+				break
+			}
+			p = p[:i]
+		}
+		if !mapped {
+			return key, nil
+		}
+	}
+	return "", invalid(field, "%s: %q resolves through more than %d aggregates", field, key, maxAggregateDepth)
+}
+
+const maxAggregateDepth = 32
+
+func lastSlash(s string) int {
+	for i := len(s) - 1; i >= 0; i-- {
+		if s[i] == '/' {
+			return i
+		}
+	}
+	return -1
+}
+
+// lostError explains why session does not hold key (token, when non-zero,
+// names the grant asked about).
+func (o *readOp) lostError(session, key string, token uint64) (*LockLostError, error) {
+	lost, err := o.rtx.Lost(session)
+	if err != nil {
+		return nil, err
+	}
+	for _, l := range slices.Backward(lost) {
+		if l.Lock.Key != key || (token != 0 && l.Lock.Token != token) {
+			continue
+		}
+		lk := toLock(l.Lock)
+		e := &LockLostError{Reason: LostReason(l.Reason), Lock: &lk, Actor: l.Actor, ForceReason: l.ForceReason}
+		e.Message = lostMessage(key, e.Reason, l.Actor, l.ForceReason, l.At, o.now)
+		return e, nil
+	}
+	s, ok, err := o.session(session)
+	if err != nil {
+		return nil, err
+	}
+	if ok && s.Ended() {
+		r := LostReason(s.EndReason)
+		return &LockLostError{Reason: r, Message: lostMessage(key, r, "", "", s.EndedAt, o.now)}, nil
+	}
+	return &LockLostError{Reason: LostNeverHeld, Message: lostMessage(key, LostNeverHeld, "", "", time.Time{}, o.now)}, nil
+}
+
+func lostMessage(key string, r LostReason, actor, why string, at, now time.Time) string {
+	switch r {
+	case LostExpired:
+		return key + " is no longer held: the lock expired at " + clock(at, now)
+	case LostReleased:
+		return key + " is no longer held: it was released at " + clock(at, now)
+	case LostForceReleased:
+		msg := key + " is no longer held: an administrator"
+		if actor != "" {
+			msg += " (" + actor + ")"
+		}
+		return msg + " released it at " + clock(at, now) + ": " + why
+	case LostTakenOver:
+		return key + " is no longer held: it was taken over from another tab or device of the same user at " + clock(at, now)
+	case LostSessionExpired:
+		return key + " is no longer held: the session expired (no heartbeat within its idle timeout) at " + clock(at, now)
+	case LostSessionEnded:
+		return key + " is no longer held: the session ended at " + clock(at, now)
+	default:
+		return key + " is not held by this session"
+	}
+}
+
+// record appends an audit entry for l and queues it for subscribers.
+func (o *op) record(ev Event, l store.Lock, actor, reason string) error {
+	e := store.AuditEntry{At: o.now, Event: string(ev), Lock: l, Actor: actor, Reason: reason}
+	id, err := o.tx.AppendAudit(e)
+	if err != nil {
+		return err
+	}
+	e.ID = id
+	o.audit = append(o.audit, toAuditEntry(e))
+	return nil
+}
+
+// drop removes a lock and remembers why, for the holder's next renew,
+// verify or heartbeat. Reported losses are not listed by heartbeats again.
+func (o *op) drop(l store.Lock, why LostReason, ev Event, actor, forceReason string, reported bool) error {
+	if err := o.tx.DeleteLock(l.Key, l.Session); err != nil {
+		return err
+	}
+	lost := store.Lost{Lock: l, Reason: string(why), Actor: actor, ForceReason: forceReason, At: o.now, Reported: reported}
+	if err := o.tx.PutLost(lost); err != nil {
+		return err
+	}
+	return o.record(ev, l, actor, forceReason)
+}
+
+// dropDead removes a lock that is no longer held for reason why: an expired
+// lock alone, or the whole idle session it belongs to.
+func (o *op) dropDead(l store.Lock, why LostReason) error {
+	if _, held, err := o.tx.Lock(l.Key, l.Session); err != nil || !held {
+		return err // already dropped with its session
+	}
+	if why == LostExpired {
+		return o.drop(l, LostExpired, EventExpired, "", "", false)
+	}
+	s, ok, err := o.session(l.Session)
+	if err != nil {
+		return err
+	}
+	if !ok || s.Ended() {
+		// A lock without a live session: an inconsistency only an older
+		// store could leave; treat it as expired.
+		return o.drop(l, LostSessionExpired, EventSessionExpired, "", "", true)
+	}
+	_, err = o.endSession(s, LostSessionExpired)
+	return err
+}
+
+// endSession releases every lock of s and keeps the ended record, so that
+// a late heartbeat learns why.
+func (o *op) endSession(s store.Session, why LostReason) ([]store.Lock, error) {
+	locks, err := o.tx.SessionLocks(s.ID)
+	if err != nil {
+		return nil, err
+	}
+	ev := EventReleased
+	if why == LostSessionExpired {
+		ev = EventSessionExpired
+	}
+	released := locks[:0:0]
+	for _, l := range locks {
+		r, err := o.deadReason(l)
+		if err != nil {
+			return nil, err
+		}
+		if r == LostExpired {
+			// It ended on its own before the session did.
+			if err := o.drop(l, LostExpired, EventExpired, "", "", false); err != nil {
+				return nil, err
+			}
+			continue
+		}
+		if err := o.drop(l, why, ev, "", "", true); err != nil {
+			return nil, err
+		}
+		released = append(released, l)
+	}
+	s.EndedAt, s.EndReason = o.now, string(why)
+	if err := o.putSession(s); err != nil {
+		return nil, err
+	}
+	return released, nil
+}
+
+func (o *op) putSession(s store.Session) error {
+	if err := o.tx.PutSession(s); err != nil {
+		return err
+	}
+	if o.sessions == nil {
+		o.sessions = make(map[string]sessionView)
+	}
+	o.sessions[s.ID] = sessionView{s, true}
+	return nil
+}
+
+// touch records activity of a session and returns it. A live session past
+// its idle deadline is ended first (it expired before this request came),
+// and an ended one stays ended: only acquire and heartbeat start sessions.
+func (o *op) touch(id string) (s store.Session, live bool, err error) {
+	s, ok, err := o.session(id)
+	if err != nil || !ok {
+		return s, false, err
+	}
+	if o.idle(s) {
+		if _, err := o.endSession(s, LostSessionExpired); err != nil {
+			return s, false, err
+		}
+		s, _, err = o.session(id)
+		return s, false, err
+	}
+	if s.Ended() {
+		return s, false, nil
+	}
+	s.LastSeen = o.now
+	return s, true, o.putSession(s)
+}
+
+func toLock(l store.Lock) Lock {
+	mode := Exclusive
+	if l.Shared {
+		mode = Shared
+	}
+	return Lock{
+		Key: l.Key, RequestedKey: l.Key, Mode: mode,
+		Owner:      Owner{Session: l.Session, User: l.User, Name: l.Name},
+		AcquiredAt: l.AcquiredAt, ExpiresAt: l.ExpiresAt, Token: l.Token, Note: l.Note,
+	}
+}
+
+func toLocks(ls []store.Lock) []Lock {
+	out := make([]Lock, len(ls))
+	for i, l := range ls {
+		out[i] = toLock(l)
+	}
+	return out
+}
+
+func toAuditEntry(e store.AuditEntry) AuditEntry {
+	return AuditEntry{ID: e.ID, At: Time(e.At), Event: Event(e.Event), Lock: toLock(e.Lock), Actor: e.Actor, Reason: e.Reason}
+}

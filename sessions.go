@@ -1,0 +1,222 @@
+package holdfast
+
+import (
+	"context"
+	"strconv"
+	"time"
+
+	"github.com/holdfast/holdfast/store"
+)
+
+// Heartbeat keeps a session alive (starting it if it is new) and reports,
+// once, every lock it lost since its previous heartbeat and why. For a
+// session that has ended it returns a *LockLostError with the reason and
+// the locks the session lost.
+func (m *Manager) Heartbeat(ctx context.Context, req HeartbeatRequest) (*HeartbeatResult, error) {
+	if err := validateSession("session", req.Session); err != nil {
+		return nil, err
+	}
+	if req.IdleTimeout < 0 {
+		return nil, invalid("idle_timeout_seconds", "idle_timeout_seconds must be greater than 0")
+	}
+	var res *HeartbeatResult
+	err := m.update(ctx, "heartbeat", func(o *op) error {
+		s, ok, err := o.session(req.Session)
+		if err != nil {
+			return err
+		}
+		if ok && o.idle(s) {
+			if _, err := o.endSession(s, LostSessionExpired); err != nil {
+				return err
+			}
+			s, _, _ = o.session(req.Session)
+		}
+		if ok && s.Ended() {
+			return o.endedError(s)
+		}
+		if !ok {
+			s = store.Session{ID: req.Session}
+		}
+		s.LastSeen = o.now
+		if req.IdleTimeout > 0 {
+			s.IdleTimeout = time.Duration(req.IdleTimeout)
+		}
+		if err := o.putSession(s); err != nil {
+			return err
+		}
+		locks, err := o.tx.SessionLocks(s.ID)
+		if err != nil {
+			return err
+		}
+		held := 0
+		for _, l := range locks {
+			if _, ok, err := o.liveLock(l.Key, l.Session); err != nil {
+				return err
+			} else if ok {
+				held++
+			}
+		}
+		lost, err := o.reportLost(s.ID)
+		if err != nil {
+			return err
+		}
+		res = &HeartbeatResult{Session: o.sessionInfo(s, held), Lost: lost}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return res, nil
+}
+
+// reportLost returns the session's losses not yet reported and marks them
+// reported, so each is listed once.
+func (o *op) reportLost(session string) ([]LostLock, error) {
+	all, err := o.tx.Lost(session)
+	if err != nil {
+		return nil, err
+	}
+	out := []LostLock{}
+	for _, l := range all {
+		if l.Reported {
+			continue
+		}
+		l.Reported = true
+		if err := o.tx.PutLost(l); err != nil {
+			return nil, err
+		}
+		out = append(out, LostLock{Lock: toLock(l.Lock), Reason: LostReason(l.Reason), Actor: l.Actor, ForceReason: l.ForceReason})
+	}
+	return out, nil
+}
+
+// endedError tells a late caller that its session ended, why, and which
+// locks it lost with it.
+func (o *readOp) endedError(s store.Session) error {
+	reason := LostReason(s.EndReason)
+	lost, err := o.rtx.Lost(s.ID)
+	if err != nil {
+		return err
+	}
+	released := []Lock{}
+	for _, l := range lost {
+		if l.Reason == s.EndReason && l.At.Equal(s.EndedAt) {
+			released = append(released, toLock(l.Lock))
+		}
+	}
+	msg := "session " + s.ID + " has ended"
+	if reason == LostSessionExpired {
+		msg += ": no heartbeat or request came within its idle timeout"
+	}
+	msg += "; it lost " + plural(len(released), "lock") + " at " + clock(s.EndedAt, o.now) + ". Acquire again to start it anew."
+	return &LockLostError{Reason: reason, Released: released, Message: msg}
+}
+
+func plural(n int, word string) string {
+	if n == 1 {
+		return "1 " + word
+	}
+	return strconv.Itoa(n) + " " + word + "s"
+}
+
+func (o *readOp) sessionInfo(s store.Session, locks int) SessionInfo {
+	info := SessionInfo{ID: s.ID, User: s.User, Name: s.Name, LastSeen: Time(s.LastSeen),
+		IdleTimeout: Duration(s.IdleTimeout), Locks: locks}
+	if d := s.IdleDeadline(); !d.IsZero() {
+		t := Time(d)
+		info.ExpiresAt = &t
+	}
+	return info
+}
+
+// EndSession ends the session and releases all its locks (logout, session
+// invalidation). Ending an unknown or ended session is not an error.
+func (m *Manager) EndSession(ctx context.Context, req EndSessionRequest) (*EndSessionResult, error) {
+	if err := validateSession("session", req.Session); err != nil {
+		return nil, err
+	}
+	res := &EndSessionResult{Released: []Lock{}}
+	err := m.update(ctx, "end_session", func(o *op) error {
+		res.Released = []Lock{}
+		s, live, err := o.touch(req.Session)
+		if err != nil || !live {
+			return err
+		}
+		released, err := o.endSession(s, LostSessionEnded)
+		if err != nil {
+			return err
+		}
+		res.Released = toLocks(released)
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return res, nil
+}
+
+// Sessions lists live sessions, sorted by id.
+func (m *Manager) Sessions(ctx context.Context, q SessionQuery) (*SessionPage, error) {
+	limit, err := pageSize(q.Limit)
+	if err != nil {
+		return nil, err
+	}
+	var page *SessionPage
+	err = m.view(ctx, "sessions", func(o *readOp) error {
+		page = &SessionPage{Sessions: []SessionInfo{}}
+		var live []store.Session
+		keep := func(s store.Session) {
+			if !s.Ended() && !o.idle(s) {
+				live = append(live, s)
+			}
+		}
+		if q.Session != "" {
+			s, ok, err := o.session(q.Session)
+			if err != nil {
+				return err
+			}
+			if ok && (q.User == "" || s.User == q.User) && s.ID > q.After {
+				keep(s)
+			}
+		} else {
+			sq := store.SessionQuery{User: q.User, After: q.After}
+			for len(live) <= limit {
+				sq.Limit = limit + 1 - len(live)
+				batch, err := o.rtx.Sessions(sq)
+				if err != nil {
+					return err
+				}
+				for _, s := range batch {
+					keep(s)
+				}
+				if len(batch) < sq.Limit {
+					break
+				}
+				sq.After = batch[len(batch)-1].ID
+			}
+		}
+		if len(live) > limit {
+			live = live[:limit]
+			next := live[limit-1].ID
+			page.Next = &next
+		}
+		for _, s := range live {
+			locks, err := o.rtx.SessionLocks(s.ID)
+			if err != nil {
+				return err
+			}
+			held := 0
+			for _, l := range locks {
+				if l.ExpiresAt.After(o.now) {
+					held++
+				}
+			}
+			page.Sessions = append(page.Sessions, o.sessionInfo(s, held))
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return page, nil
+}

@@ -1,0 +1,179 @@
+// Package client is the Go client of a holdfast server: a holdfast.Service
+// that speaks the HTTP API, so an application moves between an embedded
+// Manager and a remote server by changing one constructor.
+//
+// Errors keep their identity across the wire: a refused acquire is a
+// *holdfast.LockedError (errors.Is(err, holdfast.ErrLocked)), a lost lock a
+// *holdfast.LockLostError, and a server that cannot be reached at all is a
+// *holdfast.UnavailableError wrapping the transport's error, exactly as when
+// the server itself reports that its store is unavailable.
+//
+// The package uses the standard library only.
+package client
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+
+	"github.com/holdfast/holdfast"
+)
+
+// Config configures a Client.
+type Config struct {
+	// BaseURL is where the server listens, e.g. "http://127.0.0.1:7070". A
+	// path is kept as a prefix, for servers behind a reverse proxy.
+	BaseURL string
+	// Token is sent as "Authorization: Bearer Token" when not empty.
+	Token string
+	// HTTPClient carries the requests; default a client without a timeout,
+	// so that each call's context decides how long it may take. A Timeout
+	// set here also cuts the event stream of Events.
+	HTTPClient *http.Client
+	// UserAgent is sent with every request; default "holdfast-go-client".
+	UserAgent string
+}
+
+// Client calls a holdfast server. It is safe for concurrent use.
+type Client struct {
+	base      *url.URL
+	token     string
+	http      *http.Client
+	userAgent string
+}
+
+var _ holdfast.Service = (*Client)(nil)
+
+// maxResponseBytes bounds what a response may make the client read into
+// memory: a full page of 1000 locks is far below it.
+const maxResponseBytes = 64 << 20
+
+// New returns a Client for the server at cfg.BaseURL.
+func New(cfg Config) (*Client, error) {
+	if cfg.BaseURL == "" {
+		return nil, errors.New("client: BaseURL is required")
+	}
+	base, err := url.Parse(cfg.BaseURL)
+	if err != nil {
+		return nil, fmt.Errorf("client: BaseURL: %w", err)
+	}
+	if base.Scheme != "http" && base.Scheme != "https" {
+		return nil, fmt.Errorf("client: BaseURL %q: scheme must be http or https", cfg.BaseURL)
+	}
+	if base.Host == "" {
+		return nil, fmt.Errorf("client: BaseURL %q has no host", cfg.BaseURL)
+	}
+	if base.RawQuery != "" || base.Fragment != "" {
+		return nil, fmt.Errorf("client: BaseURL %q must not have a query or fragment", cfg.BaseURL)
+	}
+	c := &Client{base: base, token: cfg.Token, http: cfg.HTTPClient, userAgent: cfg.UserAgent}
+	if c.http == nil {
+		c.http = &http.Client{}
+	}
+	if c.userAgent == "" {
+		c.userAgent = "holdfast-go-client"
+	}
+	return c, nil
+}
+
+// newRequest builds a request for path (relative to the base URL).
+func (c *Client) newRequest(ctx context.Context, method, path string, query url.Values, in any) (*http.Request, error) {
+	u := c.base.JoinPath(path)
+	u.RawQuery = query.Encode()
+	var body io.Reader
+	if in != nil {
+		b, err := json.Marshal(in)
+		if err != nil {
+			return nil, fmt.Errorf("encoding %s request: %w", path, err)
+		}
+		body = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, u.String(), body)
+	if err != nil {
+		return nil, fmt.Errorf("%s %s: %w", method, path, err)
+	}
+	if in != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	req.Header.Set("Accept", "application/json")
+	req.Header.Set("User-Agent", c.userAgent)
+	if c.token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.token)
+	}
+	return req, nil
+}
+
+// do sends one request and decodes a 200 answer into out (unless nil).
+// Any other status becomes the error the server's code stands for.
+func (c *Client) do(ctx context.Context, method, path string, query url.Values, in, out any) error {
+	req, err := c.newRequest(ctx, method, path, query, in)
+	if err != nil {
+		return err
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		// The server may or may not have acted on the request. Every
+		// operation of the API can be retried with the same session.
+		return &holdfast.UnavailableError{Err: err}
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, maxResponseBytes))
+	if err != nil {
+		return &holdfast.UnavailableError{Err: fmt.Errorf("reading %s response: %w", path, err)}
+	}
+	if resp.StatusCode != http.StatusOK {
+		return responseError(resp.StatusCode, resp.Header, body)
+	}
+	if out == nil {
+		return nil
+	}
+	if err := json.Unmarshal(body, out); err != nil {
+		return fmt.Errorf("decoding %s response: %w", path, err)
+	}
+	return nil
+}
+
+func (c *Client) post(ctx context.Context, path string, in, out any) error {
+	return c.do(ctx, http.MethodPost, path, nil, in, out)
+}
+
+func (c *Client) get(ctx context.Context, path string, query url.Values, out any) error {
+	return c.do(ctx, http.MethodGet, path, query, nil, out)
+}
+
+// Ping reports whether the server is up and its store reachable
+// (GET /readyz).
+func (c *Client) Ping(ctx context.Context) error {
+	return c.get(ctx, "/readyz", nil, nil)
+}
+
+// pageQuery adds the paging parameters that every listing shares.
+func pageQuery(q url.Values, limit int, after string) url.Values {
+	if limit > 0 {
+		q.Set("limit", strconv.Itoa(limit))
+	}
+	setIf(q, "after", after)
+	return q
+}
+
+func setIf(q url.Values, name, value string) {
+	if value != "" {
+		q.Set(name, value)
+	}
+}
+
+// describe shortens a body for an error message.
+func describe(body []byte) string {
+	s := strings.TrimSpace(string(body))
+	if len(s) > 200 {
+		s = s[:200] + "…"
+	}
+	return s
+}

@@ -1,0 +1,202 @@
+package server
+
+import (
+	"context"
+	"net/url"
+
+	"github.com/holdfast/holdfast"
+)
+
+// opFunc is one POST operation: a JSON body in, a JSON-able result out.
+// The single endpoints and /v1/batch share them, so a batched operation
+// behaves exactly as its endpoint.
+type opFunc func(ctx context.Context, body []byte) (any, error)
+
+// queryFunc is one GET operation over the query parameters.
+type queryFunc func(ctx context.Context, q url.Values) (any, error)
+
+// acquireResponse always carries holders for a read that took no lock,
+// even when nobody holds the keys.
+type acquireResponse struct {
+	Locks   []holdfast.Lock  `json:"locks"`
+	Holders *[]holdfast.Lock `json:"holders,omitempty"`
+}
+
+func (s *Server) acquire(ctx context.Context, body []byte) (any, error) {
+	var req holdfast.AcquireRequest
+	if err := decodeJSON(body, &req); err != nil {
+		return nil, err
+	}
+	res, err := s.mgr.Acquire(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	out := acquireResponse{Locks: nonNil(res.Locks)}
+	if res.Holders != nil || (req.Intent == holdfast.IntentRead && len(res.Locks) == 0) {
+		holders := nonNil(res.Holders)
+		out.Holders = &holders
+	}
+	return out, nil
+}
+
+func (s *Server) release(ctx context.Context, body []byte) (any, error) {
+	var req holdfast.ReleaseRequest
+	if err := decodeJSON(body, &req); err != nil {
+		return nil, err
+	}
+	res, err := s.mgr.Release(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	res.Released, res.NotHeld = nonNil(res.Released), nonNil(res.NotHeld)
+	return res, nil
+}
+
+func (s *Server) renew(ctx context.Context, body []byte) (any, error) {
+	var req holdfast.RenewRequest
+	if err := decodeJSON(body, &req); err != nil {
+		return nil, err
+	}
+	res, err := s.mgr.Renew(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	res.Locks = nonNil(res.Locks)
+	return res, nil
+}
+
+func (s *Server) verify(ctx context.Context, body []byte) (any, error) {
+	var req holdfast.VerifyRequest
+	if err := decodeJSON(body, &req); err != nil {
+		return nil, err
+	}
+	return s.mgr.Verify(ctx, req)
+}
+
+func (s *Server) heartbeat(ctx context.Context, body []byte) (any, error) {
+	var req holdfast.HeartbeatRequest
+	if err := decodeJSON(body, &req); err != nil {
+		return nil, err
+	}
+	res, err := s.mgr.Heartbeat(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	res.Lost = nonNil(res.Lost)
+	return res, nil
+}
+
+func (s *Server) endSession(ctx context.Context, body []byte) (any, error) {
+	var req holdfast.EndSessionRequest
+	if err := decodeJSON(body, &req); err != nil {
+		return nil, err
+	}
+	res, err := s.mgr.EndSession(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	res.Released = nonNil(res.Released)
+	return res, nil
+}
+
+func (s *Server) setAggregate(ctx context.Context, body []byte) (any, error) {
+	var req holdfast.Aggregate
+	if err := decodeJSON(body, &req); err != nil {
+		return nil, err
+	}
+	return s.mgr.SetAggregate(ctx, req)
+}
+
+func (s *Server) removeAggregate(ctx context.Context, body []byte) (any, error) {
+	var req holdfast.RemoveAggregateRequest
+	if err := decodeJSON(body, &req); err != nil {
+		return nil, err
+	}
+	if err := s.mgr.RemoveAggregate(ctx, req); err != nil {
+		return nil, err
+	}
+	return req, nil
+}
+
+func (s *Server) forceRelease(ctx context.Context, body []byte) (any, error) {
+	var req holdfast.ForceReleaseRequest
+	if err := decodeJSON(body, &req); err != nil {
+		return nil, err
+	}
+	res, err := s.mgr.ForceRelease(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	res.Released = nonNil(res.Released)
+	return res, nil
+}
+
+func (s *Server) listLocks(ctx context.Context, values url.Values) (any, error) {
+	q := newQuery(values, "key", "prefix", "session", "user", "limit", "after")
+	lq := holdfast.LockQuery{
+		Key: q.str("key"), Prefix: q.str("prefix"), Session: q.str("session"), User: q.str("user"),
+		Limit: q.int("limit"), After: q.str("after"),
+	}
+	if q.err != nil {
+		return nil, q.err
+	}
+	page, err := s.mgr.Locks(ctx, lq)
+	if err != nil {
+		return nil, err
+	}
+	page.Locks = nonNil(page.Locks)
+	return page, nil
+}
+
+func (s *Server) listSessions(ctx context.Context, values url.Values) (any, error) {
+	q := newQuery(values, "session", "user", "limit", "after")
+	sq := holdfast.SessionQuery{Session: q.str("session"), User: q.str("user"), Limit: q.int("limit"), After: q.str("after")}
+	if q.err != nil {
+		return nil, q.err
+	}
+	page, err := s.mgr.Sessions(ctx, sq)
+	if err != nil {
+		return nil, err
+	}
+	page.Sessions = nonNil(page.Sessions)
+	return page, nil
+}
+
+func (s *Server) listAggregates(ctx context.Context, values url.Values) (any, error) {
+	q := newQuery(values, "root")
+	root := q.str("root")
+	if q.err != nil {
+		return nil, q.err
+	}
+	list, err := s.mgr.Aggregates(ctx, root)
+	if err != nil {
+		return nil, err
+	}
+	list.Aggregates = nonNil(list.Aggregates)
+	return list, nil
+}
+
+func (s *Server) audit(ctx context.Context, values url.Values) (any, error) {
+	q := newQuery(values, "key", "session", "user", "event", "since", "limit", "after")
+	aq := holdfast.AuditQuery{
+		Key: q.str("key"), Session: q.str("session"), User: q.str("user"), Event: holdfast.Event(q.str("event")),
+		Since: q.time("since"), Limit: q.int("limit"), After: q.str("after"),
+	}
+	if q.err != nil {
+		return nil, q.err
+	}
+	page, err := s.mgr.Audit(ctx, aq)
+	if err != nil {
+		return nil, err
+	}
+	page.Entries = nonNil(page.Entries)
+	return page, nil
+}
+
+// nonNil makes empty lists travel as [] rather than null.
+func nonNil[T any](s []T) []T {
+	if s == nil {
+		return []T{}
+	}
+	return s
+}

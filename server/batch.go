@@ -1,0 +1,84 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"sort"
+	"strings"
+
+	"github.com/holdfast/holdfast"
+)
+
+// MaxBatchOps is the most operations one /v1/batch request may carry.
+const MaxBatchOps = 1000
+
+type batchRequest struct {
+	Ops []json.RawMessage `json:"ops"`
+}
+
+type batchOp struct {
+	Op   string          `json:"op"`
+	Body json.RawMessage `json:"body"`
+}
+
+// batchResult is one op's outcome: status and body, or status and error.
+type batchResult struct {
+	Status int       `json:"status"`
+	Body   any       `json:"body,omitempty"`
+	Error  *apiError `json:"error,omitempty"`
+}
+
+type batchResponse struct {
+	Results []batchResult `json:"results"`
+}
+
+// batch runs each op in order exactly as its single endpoint would. Only a
+// malformed envelope fails the whole request; a malformed op fails alone.
+func (s *Server) batch(ctx context.Context, body []byte) (any, error) {
+	var req batchRequest
+	if err := decodeJSON(body, &req); err != nil {
+		return nil, err
+	}
+	if len(req.Ops) == 0 || len(req.Ops) > MaxBatchOps {
+		return nil, invalidf("ops", fmt.Sprintf("ops: want 1 to %d operations, not %d", MaxBatchOps, len(req.Ops)))
+	}
+	res := batchResponse{Results: make([]batchResult, len(req.Ops))}
+	for i, raw := range req.Ops {
+		out, err := s.batchOne(ctx, i, raw)
+		if err != nil {
+			e := toAPIError(err)
+			res.Results[i] = batchResult{Status: e.status, Error: e}
+			continue
+		}
+		res.Results[i] = batchResult{Status: http.StatusOK, Body: out}
+	}
+	return res, nil
+}
+
+func (s *Server) batchOne(ctx context.Context, i int, raw json.RawMessage) (any, error) {
+	var op batchOp
+	if err := decodeJSON(raw, &op); err != nil {
+		var inv *holdfast.InvalidError
+		if errors.As(err, &inv) {
+			inv.Field = fmt.Sprintf("ops[%d].%s", i, inv.Field)
+		}
+		return nil, err
+	}
+	fn, ok := s.ops[op.Op]
+	if !ok {
+		return nil, invalidf(fmt.Sprintf("ops[%d].op", i), fmt.Sprintf("ops[%d].op: unknown operation %q (want %s)", i, op.Op, s.opNames()))
+	}
+	return fn(ctx, op.Body)
+}
+
+func (s *Server) opNames() string {
+	names := make([]string, 0, len(s.ops))
+	for name := range s.ops {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	return strings.Join(names, ", ")
+}

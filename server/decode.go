@@ -1,0 +1,180 @@
+package server
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/holdfast/holdfast"
+)
+
+// readBody reads a JSON request body of at most limit bytes. It refuses
+// other content types, which also keeps plain HTML forms on other sites
+// from posting to a server that accepts anonymous requests on loopback.
+func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, error) {
+	if ct := r.Header.Get("Content-Type"); ct != "" {
+		mt, _, err := mime.ParseMediaType(ct)
+		if err != nil || mt != "application/json" {
+			return nil, invalidf("Content-Type", "request bodies must be application/json")
+		}
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
+	if err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			return nil, invalidf("body", fmt.Sprintf("request body is larger than %d bytes", limit))
+		}
+		return nil, invalidf("body", "reading request body: "+err.Error())
+	}
+	return body, nil
+}
+
+// decodeJSON decodes exactly one JSON object into v, refusing unknown
+// fields, and names the offending field in the error.
+func decodeJSON(body []byte, v any) error {
+	if len(bytes.TrimSpace(body)) == 0 {
+		return invalidf("body", "request body is empty; want a JSON object")
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return decodeError(body, err)
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return invalidf("body", "request body has data after the JSON object")
+	}
+	return nil
+}
+
+func decodeError(body []byte, err error) error {
+	var syntax *json.SyntaxError
+	var typ *json.UnmarshalTypeError
+	switch {
+	case errors.As(err, &syntax), errors.Is(err, io.ErrUnexpectedEOF):
+		return invalidf("body", "malformed JSON: "+err.Error())
+	case errors.As(err, &typ):
+		if typ.Field == "" {
+			return invalidf("body", fmt.Sprintf("want a JSON object, not %s", typ.Value))
+		}
+		return invalidf(typ.Field, fmt.Sprintf("%s: want %s, not %s", typ.Field, jsonKind(typ.Type.Kind().String()), typ.Value))
+	}
+	if name, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
+		name, _ = strconv.Unquote(name)
+		return invalidf(name, fmt.Sprintf("unknown field %q", name))
+	}
+	// The decoder does not say which field a custom unmarshaler refused;
+	// only durations have one, so find the duration that does not parse.
+	if field := badDuration(body); field != "" {
+		return invalidf(field, fmt.Sprintf("%s: %v", field, err))
+	}
+	return invalidf("body", err.Error())
+}
+
+func badDuration(body []byte) string {
+	var fields map[string]json.RawMessage
+	if json.Unmarshal(body, &fields) != nil {
+		return ""
+	}
+	for name, raw := range fields {
+		if !strings.HasSuffix(name, "_seconds") {
+			continue
+		}
+		var d holdfast.Duration
+		if d.UnmarshalJSON(raw) != nil {
+			return name
+		}
+	}
+	return ""
+}
+
+func jsonKind(goKind string) string {
+	switch goKind {
+	case "string":
+		return "a string"
+	case "slice", "array":
+		return "an array"
+	case "struct", "map":
+		return "an object"
+	case "bool":
+		return "true or false"
+	default:
+		return "a number"
+	}
+}
+
+// query reads a GET request's query parameters, refusing unknown ones so
+// that typos never pass silently.
+type query struct {
+	values url.Values
+	err    error
+}
+
+func newQuery(values url.Values, known ...string) *query {
+	q := &query{values: values}
+	for name := range values {
+		found := false
+		for _, k := range known {
+			found = found || k == name
+		}
+		if !found {
+			q.err = invalidf(name, fmt.Sprintf("unknown query parameter %q", name))
+		}
+	}
+	return q
+}
+
+func (q *query) str(name string) string {
+	vs := q.values[name]
+	if len(vs) > 1 && q.err == nil {
+		q.err = invalidf(name, fmt.Sprintf("query parameter %q is given more than once", name))
+	}
+	if len(vs) == 0 {
+		return ""
+	}
+	return vs[0]
+}
+
+func (q *query) int(name string) int {
+	s := q.str(name)
+	if s == "" {
+		return 0
+	}
+	n, err := strconv.Atoi(s)
+	if err != nil && q.err == nil {
+		q.err = invalidf(name, fmt.Sprintf("%s: want an integer, not %q", name, s))
+	}
+	return n
+}
+
+func (q *query) time(name string) time.Time {
+	s := q.str(name)
+	if s == "" {
+		return time.Time{}
+	}
+	t, err := time.Parse(time.RFC3339Nano, s)
+	if err != nil && q.err == nil {
+		q.err = invalidf(name, fmt.Sprintf("%s: want an RFC 3339 time, not %q", name, s))
+	}
+	return t
+}
+
+// writeJSON answers v with status.
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	body, err := json.Marshal(v)
+	if err != nil {
+		status = http.StatusInternalServerError
+		body = []byte(`{"error":{"code":"internal","message":"encoding the response failed"}}`)
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Content-Length", strconv.Itoa(len(body)+1))
+	w.WriteHeader(status)
+	w.Write(append(body, '\n'))
+}

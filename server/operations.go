@@ -1,0 +1,58 @@
+package server
+
+import (
+	"context"
+	_ "embed"
+	"errors"
+	"net/http"
+	"time"
+
+	"github.com/holdfast/holdfast"
+)
+
+// readyTimeout bounds how long /readyz waits for the store.
+const readyTimeout = 5 * time.Second
+
+// healthz answers while the process can serve HTTP at all.
+func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+}
+
+// readyz answers 503 while the store cannot confirm durability, so a load
+// balancer sends lock traffic elsewhere.
+func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := context.WithTimeout(r.Context(), readyTimeout)
+	defer cancel()
+	if err := s.mgr.Ping(ctx); err != nil {
+		if !errors.Is(err, holdfast.ErrUnavailable) {
+			err = &holdfast.UnavailableError{Err: err}
+		}
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
+}
+
+//go:embed openapi.json
+var openAPI []byte
+
+func serveOpenAPI(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Write(openAPI)
+}
+
+const consolePage = `<!doctype html>
+<html lang="en">
+<head><meta charset="utf-8"><title>holdfast</title></head>
+<body>
+<h1>holdfast</h1>
+<p>The admin console is not built yet. The HTTP API is served under <code>/v1/</code>;
+its contract is at <a href="/openapi.json">/openapi.json</a>.</p>
+</body>
+</html>
+`
+
+func serveConsole(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.Write([]byte(consolePage))
+}

@@ -1,0 +1,318 @@
+// Package server is the HTTP API of holdfast: an http.Handler over a
+// *holdfast.Manager that speaks the wire contract of API.md, with bearer
+// token roles, server-sent events, health, metrics and an OpenAPI document.
+package server
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/holdfast/holdfast"
+)
+
+// Defaults of Config.
+const (
+	DefaultMaxBodyBytes      = 1 << 20
+	DefaultEventPing         = 15 * time.Second
+	DefaultReadHeaderTimeout = 10 * time.Second
+	DefaultReadTimeout       = 30 * time.Second
+	DefaultWriteTimeout      = 30 * time.Second
+	DefaultIdleTimeout       = 2 * time.Minute
+	DefaultMaxHeaderBytes    = 64 << 10
+)
+
+// Config configures a Server.
+type Config struct {
+	// Manager answers every request. Required.
+	Manager *holdfast.Manager
+	// Tokens are the accepted bearer tokens.
+	Tokens []Token
+	// Anonymous lets requests without a token in with every right when no
+	// Tokens are set. Only for a server that listens on loopback; the
+	// caller checks that.
+	Anonymous bool
+	// Metrics receives request and operation metrics; pass the same value
+	// as holdfast.Config.Observer to count lock outcomes. Default: a new
+	// Metrics that only counts requests.
+	Metrics *Metrics
+	// MaxBodyBytes limits request bodies; default 1 MiB.
+	MaxBodyBytes int64
+	// EventPing is how often an idle event stream gets a comment, so
+	// proxies keep it open; default 15s.
+	EventPing time.Duration
+	// Logger receives one line per request; default slog.Default().
+	Logger *slog.Logger
+	// Timeouts of the http.Server made by HTTPServer; zero means default.
+	ReadHeaderTimeout time.Duration
+	ReadTimeout       time.Duration
+	WriteTimeout      time.Duration // event streams are exempt
+	IdleTimeout       time.Duration
+	MaxHeaderBytes    int
+}
+
+// Validate fills defaults and reports the first problem.
+func (c *Config) Validate() error {
+	if c.Manager == nil {
+		return errors.New("server: a Manager is required")
+	}
+	for _, t := range c.Tokens {
+		if t.Role < Reader || t.Role > Admin || t.Secret == "" {
+			return errors.New("server: every token needs a role and a secret")
+		}
+	}
+	if c.MaxBodyBytes < 0 || c.EventPing < 0 {
+		return errors.New("server: limits must not be negative")
+	}
+	if c.Metrics == nil {
+		c.Metrics = NewMetrics()
+	}
+	if c.MaxBodyBytes == 0 {
+		c.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	if c.EventPing == 0 {
+		c.EventPing = DefaultEventPing
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	setDefault(&c.ReadHeaderTimeout, DefaultReadHeaderTimeout)
+	setDefault(&c.ReadTimeout, DefaultReadTimeout)
+	setDefault(&c.WriteTimeout, DefaultWriteTimeout)
+	setDefault(&c.IdleTimeout, DefaultIdleTimeout)
+	setDefault(&c.MaxHeaderBytes, DefaultMaxHeaderBytes)
+	return nil
+}
+
+func setDefault[T comparable](v *T, def T) {
+	var zero T
+	if *v == zero {
+		*v = def
+	}
+}
+
+// Server is the http.Handler of the API.
+type Server struct {
+	cfg     Config
+	mgr     *holdfast.Manager
+	auth    *authenticator
+	metrics *Metrics
+	log     *slog.Logger
+
+	routes map[string]map[string]*route // path → method → route
+	ops    map[string]opFunc            // batchable operations by name
+
+	// closing is closed when the http.Server shuts down, so that event
+	// streams end and Shutdown does not wait for them forever.
+	closing   chan struct{}
+	closeOnce sync.Once
+}
+
+// route is one endpoint. Exactly one of op, query and raw is set.
+type route struct {
+	method string
+	path   string
+	role   Role
+	op     opFunc
+	query  queryFunc
+	raw    http.HandlerFunc
+	quiet  bool // logged at debug level: probes and scrapes
+}
+
+// New returns a Server for cfg.
+func New(cfg Config) (*Server, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	s := &Server{
+		cfg:     cfg,
+		mgr:     cfg.Manager,
+		auth:    newAuthenticator(cfg.Tokens, cfg.Anonymous),
+		metrics: cfg.Metrics,
+		log:     cfg.Logger,
+		closing: make(chan struct{}),
+	}
+	s.ops = map[string]opFunc{
+		"acquire":     s.acquire,
+		"release":     s.release,
+		"renew":       s.renew,
+		"verify":      s.verify,
+		"heartbeat":   s.heartbeat,
+		"end_session": s.endSession,
+	}
+	s.routes = make(map[string]map[string]*route)
+	for _, rt := range []*route{
+		{method: "POST", path: "/v1/locks/acquire", role: Client, op: s.acquire},
+		{method: "POST", path: "/v1/locks/release", role: Client, op: s.release},
+		{method: "POST", path: "/v1/locks/renew", role: Client, op: s.renew},
+		{method: "POST", path: "/v1/locks/verify", role: Client, op: s.verify},
+		{method: "GET", path: "/v1/locks", role: Reader, query: s.listLocks},
+		{method: "POST", path: "/v1/sessions/heartbeat", role: Client, op: s.heartbeat},
+		{method: "POST", path: "/v1/sessions/end", role: Client, op: s.endSession},
+		{method: "GET", path: "/v1/sessions", role: Reader, query: s.listSessions},
+		{method: "POST", path: "/v1/aggregates", role: Client, op: s.setAggregate},
+		{method: "GET", path: "/v1/aggregates", role: Reader, query: s.listAggregates},
+		{method: "POST", path: "/v1/aggregates/remove", role: Client, op: s.removeAggregate},
+		{method: "POST", path: "/v1/batch", role: Client, op: s.batch},
+		{method: "POST", path: "/v1/admin/force-release", role: Admin, op: s.forceRelease},
+		{method: "GET", path: "/v1/admin/audit", role: Admin, query: s.audit},
+		{method: "GET", path: "/v1/events", role: Reader, raw: s.events},
+		{method: "GET", path: "/healthz", role: public, raw: s.healthz, quiet: true},
+		{method: "GET", path: "/readyz", role: public, raw: s.readyz, quiet: true},
+		{method: "GET", path: "/metrics", role: Reader, raw: s.metrics.serveHTTP, quiet: true},
+		{method: "GET", path: "/openapi.json", role: public, raw: serveOpenAPI},
+		{method: "GET", path: "/", role: public, raw: serveConsole},
+	} {
+		if s.routes[rt.path] == nil {
+			s.routes[rt.path] = make(map[string]*route)
+		}
+		s.routes[rt.path][rt.method] = rt
+	}
+	return s, nil
+}
+
+// Routes lists every "METHOD /path" the server answers, sorted.
+func (s *Server) Routes() []string {
+	var all []string
+	for path, methods := range s.routes {
+		for method := range methods {
+			all = append(all, method+" "+path)
+		}
+	}
+	sort.Strings(all)
+	return all
+}
+
+// ServeHTTP routes, authorizes, answers, logs and counts one request.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
+	rec := &recorder{ResponseWriter: w, status: http.StatusOK}
+	rt, err := s.match(r)
+	name := "unmatched"
+	if rt != nil {
+		name = rt.path
+		err = s.auth.authorize(r, rt.role)
+	}
+	if err != nil {
+		writeError(rec, err)
+	} else {
+		s.serve(rec, r, rt)
+	}
+
+	d := time.Since(start)
+	s.metrics.observeRequest(name, r.Method, rec.status, d)
+	level := slog.LevelInfo
+	if rt != nil && rt.quiet && rec.status < 400 {
+		level = slog.LevelDebug
+	}
+	s.log.LogAttrs(r.Context(), level, "request",
+		slog.String("method", r.Method),
+		slog.String("route", name),
+		slog.String("path", r.URL.Path),
+		slog.Int("status", rec.status),
+		slog.Duration("duration", d),
+		slog.String("remote", r.RemoteAddr),
+	)
+}
+
+// match finds the route of r: 404 for an unknown path, 405 with Allow for
+// a known path and another method.
+func (s *Server) match(r *http.Request) (*route, error) {
+	methods, ok := s.routes[r.URL.Path]
+	if !ok {
+		return nil, &statusError{sentinel: holdfast.ErrNotFound, msg: fmt.Sprintf("no route %s", r.URL.Path)}
+	}
+	if rt, ok := methods[r.Method]; ok {
+		return rt, nil
+	}
+	return nil, methodNotAllowed(methods)
+}
+
+func (s *Server) serve(w http.ResponseWriter, r *http.Request, rt *route) {
+	var res any
+	var err error
+	switch {
+	case rt.raw != nil:
+		rt.raw(w, r)
+		return
+	case rt.query != nil:
+		res, err = rt.query(r.Context(), r.URL.Query())
+	default:
+		var body []byte
+		if body, err = readBody(w, r, s.cfg.MaxBodyBytes); err == nil {
+			res, err = rt.op(r.Context(), body)
+		}
+	}
+	if err != nil {
+		if status, _ := classify(err); status == http.StatusInternalServerError {
+			s.log.ErrorContext(r.Context(), "request failed", slog.String("route", rt.path), slog.Any("error", err))
+		}
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, res)
+}
+
+// HTTPServer returns an http.Server for s with its timeouts and limits.
+// Its Shutdown also ends the event streams, which would otherwise never
+// become idle.
+func (s *Server) HTTPServer() *http.Server {
+	hs := &http.Server{
+		Handler:           s,
+		ReadHeaderTimeout: s.cfg.ReadHeaderTimeout,
+		ReadTimeout:       s.cfg.ReadTimeout,
+		WriteTimeout:      s.cfg.WriteTimeout,
+		IdleTimeout:       s.cfg.IdleTimeout,
+		MaxHeaderBytes:    s.cfg.MaxHeaderBytes,
+		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
+	}
+	hs.RegisterOnShutdown(s.CloseStreams)
+	return hs
+}
+
+// CloseStreams ends every open event stream and refuses new ones; clients
+// reconnect elsewhere with Last-Event-ID.
+func (s *Server) CloseStreams() {
+	s.closeOnce.Do(func() { close(s.closing) })
+}
+
+// methodNotAllowedError is a 405, which API.md's table leaves to HTTP.
+type methodNotAllowedError struct{ allow string }
+
+func (e *methodNotAllowedError) Error() string { return "method not allowed; allowed: " + e.allow }
+
+func methodNotAllowed(methods map[string]*route) error {
+	var allow []string
+	for m := range methods {
+		allow = append(allow, m)
+	}
+	sort.Strings(allow)
+	return &methodNotAllowedError{allow: strings.Join(allow, ", ")}
+}
+
+// recorder remembers the status for logs and metrics.
+type recorder struct {
+	http.ResponseWriter
+	status  int
+	written bool
+}
+
+func (r *recorder) WriteHeader(status int) {
+	if !r.written {
+		r.status, r.written = status, true
+	}
+	r.ResponseWriter.WriteHeader(status)
+}
+
+func (r *recorder) Write(b []byte) (int, error) {
+	r.written = true
+	return r.ResponseWriter.Write(b)
+}
+
+// Unwrap lets http.ResponseController reach Flush and deadlines.
+func (r *recorder) Unwrap() http.ResponseWriter { return r.ResponseWriter }

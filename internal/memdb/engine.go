@@ -1,0 +1,358 @@
+// Package memdb is the in-memory engine behind holdfast's memory and
+// embedded stores: every record lives in ordered in-memory indexes, and
+// every write transaction keeps an undo log so a failed one leaves nothing.
+//
+// The engine is not durable by itself. A durable store wraps it: Update
+// hands the store the change set of each commit, in commit order, while
+// the engine's write lock is still held, and Restore loads records back
+// on open.
+package memdb
+
+import (
+	"sync"
+	"time"
+
+	"github.com/google/btree"
+
+	"github.com/holdfast/holdfast/store"
+)
+
+// btreeDegree keeps nodes a few cache lines wide.
+const btreeDegree = 32
+
+// Engine holds every record of one store in memory.
+type Engine struct {
+	now func() time.Time
+
+	// mu serializes write transactions and excludes readers from them.
+	mu sync.RWMutex
+
+	locks        *btree.BTreeG[pairItem] // (key, session)
+	locksBySess  *btree.BTreeG[pairItem] // (session, key)
+	locksByExpry *btree.BTreeG[expiryItem]
+
+	sessions     map[string]*store.Session
+	liveSessions *btree.BTreeG[sessionItem]
+	idleSessions *btree.BTreeG[timedSessionItem] // live, with an idle timeout
+	endedSession *btree.BTreeG[timedSessionItem]
+
+	aggRoot     map[string]string
+	aggByMember *btree.BTreeG[aggItem] // (member, root)
+	aggByRoot   *btree.BTreeG[aggItem] // (root, member)
+	lost        *btree.BTreeG[lostItem]
+	lostByAt    *btree.BTreeG[lostAtItem]
+	audit       *btree.BTreeG[auditItem]
+	auditByAt   *btree.BTreeG[auditAtItem]
+	lastToken   uint64
+	lastAuditID uint64
+	tx          tx // reused by every Update; only used under mu
+}
+
+// New returns an empty engine. now is its clock; nil means time.Now.
+func New(now func() time.Time) *Engine {
+	if now == nil {
+		now = time.Now
+	}
+	e := &Engine{
+		now:          now,
+		locks:        btree.NewG(btreeDegree, lessPair),
+		locksBySess:  btree.NewG(btreeDegree, lessPair),
+		locksByExpry: btree.NewG(btreeDegree, lessExpiry),
+		sessions:     make(map[string]*store.Session),
+		liveSessions: btree.NewG(btreeDegree, lessSession),
+		idleSessions: btree.NewG(btreeDegree, lessTimedSession),
+		endedSession: btree.NewG(btreeDegree, lessTimedSession),
+		aggRoot:      make(map[string]string),
+		aggByMember:  btree.NewG(btreeDegree, lessAgg),
+		aggByRoot:    btree.NewG(btreeDegree, lessAgg),
+		lost:         btree.NewG(btreeDegree, lessLost),
+		lostByAt:     btree.NewG(btreeDegree, lessLostAt),
+		audit:        btree.NewG(btreeDegree, lessAudit),
+		auditByAt:    btree.NewG(btreeDegree, lessAuditAt),
+	}
+	e.tx.e = e
+	return e
+}
+
+// Kind is the kind of record a Change is about.
+type Kind uint8
+
+const (
+	KindLock Kind = iota + 1
+	KindSession
+	KindAggregate
+	KindLost
+	KindAudit
+	KindCounter
+)
+
+// Counter names one of the engine's counters.
+type Counter uint8
+
+const (
+	// CounterToken is the last fencing token issued.
+	CounterToken Counter = iota + 1
+	// CounterAudit is the last audit entry ID assigned.
+	CounterAudit
+)
+
+// Change is the final state of one record after a commit: the record, or
+// its deletion. Exactly the field of Kind is set; for a deletion it is the
+// record as it was, which carries its identity. The records are shared
+// with the engine and must not be modified.
+type Change struct {
+	Kind      Kind
+	Delete    bool
+	Lock      *store.Lock
+	Session   *store.Session
+	Aggregate *store.Aggregate
+	Lost      *store.Lost
+	Audit     *store.AuditEntry
+	Counter   Counter
+	Value     uint64 // the counter's value
+}
+
+// Update runs fn in a write transaction. If fn returns an error (or
+// panics), every change it made is undone and the error is returned.
+// onCommit, when not nil, is called before the write lock is released,
+// with the change set of a successful commit, or with nil when fn failed
+// or wrote nothing: the state fn read must be made durable before its
+// answer is given either way.
+func (e *Engine) Update(fn func(store.Tx) error, onCommit func([]Change)) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	t := &e.tx
+	t.begin(e.now())
+	returned := false
+	defer func() {
+		if !returned { // fn panicked
+			t.rollback()
+		}
+	}()
+	err := fn(t)
+	returned = true
+	if err != nil {
+		t.rollback()
+		if onCommit != nil {
+			onCommit(nil)
+		}
+		return err
+	}
+	if onCommit != nil {
+		onCommit(t.changes())
+	}
+	t.end()
+	return nil
+}
+
+// View runs fn in a read transaction. onRead, when not nil, is called
+// before the read lock is released, so the caller can note which commit
+// the state it read belongs to.
+func (e *Engine) View(fn func(store.ReadTx) error, onRead func()) error {
+	e.mu.RLock()
+	defer e.mu.RUnlock()
+	err := fn(reader{e: e, now: e.now()})
+	if onRead != nil {
+		onRead()
+	}
+	return err
+}
+
+// Restore loads one record (or counter) as a durable store reads it back
+// on open. It must not run concurrently with transactions.
+func (e *Engine) Restore(c Change) {
+	switch c.Kind {
+	case KindLock:
+		if c.Delete {
+			e.deleteLock(c.Lock.Key, c.Lock.Session)
+		} else {
+			e.putLock(c.Lock)
+		}
+	case KindSession:
+		if c.Delete {
+			e.deleteSession(c.Session.ID)
+		} else {
+			e.putSession(c.Session)
+		}
+	case KindAggregate:
+		if c.Delete {
+			e.deleteAggregate(c.Aggregate.Member)
+		} else {
+			e.putAggregate(c.Aggregate.Member, c.Aggregate.Root)
+		}
+	case KindLost:
+		if c.Delete {
+			e.deleteLost(lostItemOf(c.Lost))
+		} else {
+			e.putLost(c.Lost)
+		}
+	case KindAudit:
+		if c.Delete {
+			e.deleteAudit(c.Audit.ID)
+		} else {
+			e.putAudit(c.Audit)
+			e.lastAuditID = max(e.lastAuditID, c.Audit.ID)
+		}
+	case KindCounter:
+		switch c.Counter {
+		case CounterToken:
+			e.lastToken = max(e.lastToken, c.Value)
+		case CounterAudit:
+			e.lastAuditID = max(e.lastAuditID, c.Value)
+		}
+	}
+}
+
+// Counters returns the last token issued and the last audit ID assigned.
+func (e *Engine) Counters() (token, auditID uint64) {
+	e.mu.RLock()
+	defer e.mu.RUnlock()
+	return e.lastToken, e.lastAuditID
+}
+
+// Size reports how many locks, sessions and audit entries are held.
+func (e *Engine) Size() (locks, sessions, audit int) {
+	e.mu.RLock()
+	defer e.mu.RUnlock()
+	return e.locks.Len(), len(e.sessions), e.audit.Len()
+}
+
+// The primitives below maintain every index of one record kind. They
+// return the record they replaced or removed (nil if none).
+
+func (e *Engine) getLock(key, session string) *store.Lock {
+	it, ok := e.locks.Get(pairItem{a: key, b: session})
+	if !ok {
+		return nil
+	}
+	return it.lock
+}
+
+func (e *Engine) putLock(l *store.Lock) *store.Lock {
+	old, had := e.locks.ReplaceOrInsert(pairItem{a: l.Key, b: l.Session, lock: l})
+	e.locksBySess.ReplaceOrInsert(pairItem{a: l.Session, b: l.Key, lock: l})
+	if had {
+		if !old.lock.ExpiresAt.Equal(l.ExpiresAt) {
+			e.locksByExpry.Delete(expiryItem{at: old.lock.ExpiresAt, key: l.Key, session: l.Session})
+		}
+		e.locksByExpry.ReplaceOrInsert(expiryItem{at: l.ExpiresAt, key: l.Key, session: l.Session, lock: l})
+		return old.lock
+	}
+	e.locksByExpry.ReplaceOrInsert(expiryItem{at: l.ExpiresAt, key: l.Key, session: l.Session, lock: l})
+	return nil
+}
+
+func (e *Engine) deleteLock(key, session string) *store.Lock {
+	old, had := e.locks.Delete(pairItem{a: key, b: session})
+	if !had {
+		return nil
+	}
+	e.locksBySess.Delete(pairItem{a: session, b: key})
+	e.locksByExpry.Delete(expiryItem{at: old.lock.ExpiresAt, key: key, session: session})
+	return old.lock
+}
+
+func (e *Engine) putSession(s *store.Session) *store.Session {
+	old := e.unindexSession(s.ID)
+	e.sessions[s.ID] = s
+	if s.Ended() {
+		e.endedSession.ReplaceOrInsert(timedSessionItem{at: s.EndedAt, id: s.ID, s: s})
+		return old
+	}
+	e.liveSessions.ReplaceOrInsert(sessionItem{id: s.ID, s: s})
+	if s.IdleTimeout > 0 {
+		e.idleSessions.ReplaceOrInsert(timedSessionItem{at: s.IdleDeadline(), id: s.ID, s: s})
+	}
+	return old
+}
+
+func (e *Engine) deleteSession(id string) *store.Session {
+	old := e.unindexSession(id)
+	delete(e.sessions, id)
+	return old
+}
+
+// unindexSession removes session id from the ordered indexes.
+func (e *Engine) unindexSession(id string) *store.Session {
+	old := e.sessions[id]
+	if old == nil {
+		return nil
+	}
+	if old.Ended() {
+		e.endedSession.Delete(timedSessionItem{at: old.EndedAt, id: id})
+		return old
+	}
+	e.liveSessions.Delete(sessionItem{id: id})
+	if old.IdleTimeout > 0 {
+		e.idleSessions.Delete(timedSessionItem{at: old.IdleDeadline(), id: id})
+	}
+	return old
+}
+
+func (e *Engine) putAggregate(member, root string) (oldRoot string, had bool) {
+	oldRoot, had = e.deleteAggregate(member)
+	e.aggRoot[member] = root
+	e.aggByMember.ReplaceOrInsert(aggItem{a: member, b: root})
+	e.aggByRoot.ReplaceOrInsert(aggItem{a: root, b: member})
+	return oldRoot, had
+}
+
+func (e *Engine) deleteAggregate(member string) (oldRoot string, had bool) {
+	oldRoot, had = e.aggRoot[member]
+	if !had {
+		return "", false
+	}
+	delete(e.aggRoot, member)
+	e.aggByMember.Delete(aggItem{a: member, b: oldRoot})
+	e.aggByRoot.Delete(aggItem{a: oldRoot, b: member})
+	return oldRoot, true
+}
+
+func (e *Engine) getLost(id lostItem) *store.Lost {
+	it, ok := e.lost.Get(id)
+	if !ok {
+		return nil
+	}
+	return it.lost
+}
+
+func (e *Engine) putLost(l *store.Lost) *store.Lost {
+	id := lostItemOf(l)
+	old := e.deleteLost(id)
+	e.lost.ReplaceOrInsert(id)
+	e.lostByAt.ReplaceOrInsert(lostAtItem{at: l.At, id: id})
+	return old
+}
+
+func (e *Engine) deleteLost(id lostItem) *store.Lost {
+	old, had := e.lost.Delete(id)
+	if !had {
+		return nil
+	}
+	e.lostByAt.Delete(lostAtItem{at: old.lost.At, id: old})
+	return old.lost
+}
+
+func (e *Engine) getAudit(id uint64) *store.AuditEntry {
+	it, ok := e.audit.Get(auditItem{id: id})
+	if !ok {
+		return nil
+	}
+	return it.entry
+}
+
+func (e *Engine) putAudit(a *store.AuditEntry) *store.AuditEntry {
+	old := e.deleteAudit(a.ID)
+	e.audit.ReplaceOrInsert(auditItem{id: a.ID, entry: a})
+	e.auditByAt.ReplaceOrInsert(auditAtItem{at: a.At, id: a.ID, entry: a})
+	return old
+}
+
+func (e *Engine) deleteAudit(id uint64) *store.AuditEntry {
+	old, had := e.audit.Delete(auditItem{id: id})
+	if !had {
+		return nil
+	}
+	e.auditByAt.Delete(auditAtItem{at: old.entry.At, id: id})
+	return old.entry
+}

@@ -1,0 +1,234 @@
+package memdb
+
+import (
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/holdfast/holdfast/store"
+)
+
+// reader answers every store.ReadTx method from the engine's indexes. The
+// caller holds the engine's lock.
+type reader struct {
+	e   *Engine
+	now time.Time
+}
+
+var _ store.ReadTx = reader{}
+
+func (r reader) Now() time.Time { return r.now }
+
+func (r reader) Lock(key, session string) (store.Lock, bool, error) {
+	l := r.e.getLock(key, session)
+	if l == nil {
+		return store.Lock{}, false, nil
+	}
+	return *l, true, nil
+}
+
+// Related visits the locks on key, then on each ancestor of key (nearest
+// last), then on every descendant: a point range per key and one range for
+// all descendants, which sort between key+"/" and key+"0".
+func (r reader) Related(key string, fn func(store.Lock) bool) error {
+	more := r.locksOn(key, fn)
+	for i := 0; more && i < len(key); i++ {
+		if key[i] == '/' {
+			more = r.locksOn(key[:i], fn)
+		}
+	}
+	if !more {
+		return nil
+	}
+	r.e.locks.AscendRange(pairItem{a: key + "/"}, pairItem{a: key + "0"}, func(it pairItem) bool {
+		return fn(*it.lock)
+	})
+	return nil
+}
+
+// locksOn visits the locks on exactly key and reports whether fn wants more.
+func (r reader) locksOn(key string, fn func(store.Lock) bool) bool {
+	more := true
+	r.e.locks.AscendGreaterOrEqual(pairItem{a: key}, func(it pairItem) bool {
+		if it.a != key {
+			return false
+		}
+		more = fn(*it.lock)
+		return more
+	})
+	return more
+}
+
+func (r reader) SessionLocks(session string) ([]store.Lock, error) {
+	var out []store.Lock
+	r.e.locksBySess.AscendGreaterOrEqual(pairItem{a: session}, func(it pairItem) bool {
+		if it.a != session {
+			return false
+		}
+		out = append(out, *it.lock)
+		return true
+	})
+	return out, nil
+}
+
+func (r reader) ExpiredLocks(now time.Time, limit int) ([]store.Lock, error) {
+	var out []store.Lock
+	r.e.locksByExpry.Ascend(func(it expiryItem) bool {
+		if it.at.After(now) || (limit > 0 && len(out) >= limit) {
+			return false
+		}
+		out = append(out, *it.lock)
+		return true
+	})
+	return out, nil
+}
+
+// Locks lists by (key, session) after the cursor, walking the session
+// index when a session is given and the key index otherwise.
+func (r reader) Locks(q store.LockQuery) ([]store.Lock, error) {
+	var out []store.Lock
+	hasCursor := q.AfterKey != "" || q.AfterSession != ""
+	afterCursor := func(l *store.Lock) bool {
+		if !hasCursor {
+			return true
+		}
+		return l.Key > q.AfterKey || (l.Key == q.AfterKey && l.Session > q.AfterSession)
+	}
+	visit := func(l *store.Lock) bool {
+		if !strings.HasPrefix(l.Key, q.Prefix) {
+			return l.Key < q.Prefix // before the prefix range: keep going
+		}
+		if !afterCursor(l) || (q.User != "" && l.User != q.User) || (q.Session != "" && l.Session != q.Session) {
+			return true
+		}
+		out = append(out, *l)
+		return q.Limit <= 0 || len(out) < q.Limit
+	}
+	if q.Session != "" {
+		r.e.locksBySess.AscendGreaterOrEqual(pairItem{a: q.Session, b: max(q.Prefix, q.AfterKey)}, func(it pairItem) bool {
+			return it.a == q.Session && visit(it.lock)
+		})
+		return out, nil
+	}
+	start := pairItem{a: q.Prefix}
+	if hasCursor && q.AfterKey >= q.Prefix {
+		start = pairItem{a: q.AfterKey, b: q.AfterSession}
+	}
+	r.e.locks.AscendGreaterOrEqual(start, func(it pairItem) bool { return visit(it.lock) })
+	return out, nil
+}
+
+func (r reader) Session(id string) (store.Session, bool, error) {
+	s := r.e.sessions[id]
+	if s == nil {
+		return store.Session{}, false, nil
+	}
+	return *s, true, nil
+}
+
+func (r reader) IdleSessions(now time.Time, limit int) ([]store.Session, error) {
+	var out []store.Session
+	r.e.idleSessions.Ascend(func(it timedSessionItem) bool {
+		if it.at.After(now) || (limit > 0 && len(out) >= limit) {
+			return false
+		}
+		out = append(out, *it.s)
+		return true
+	})
+	return out, nil
+}
+
+func (r reader) Sessions(q store.SessionQuery) ([]store.Session, error) {
+	var out []store.Session
+	r.e.liveSessions.AscendGreaterOrEqual(sessionItem{id: q.After}, func(it sessionItem) bool {
+		if it.id == q.After || (q.User != "" && it.s.User != q.User) {
+			return true
+		}
+		out = append(out, *it.s)
+		return q.Limit <= 0 || len(out) < q.Limit
+	})
+	return out, nil
+}
+
+func (r reader) EndedSessions(before time.Time, limit int) ([]store.Session, error) {
+	var out []store.Session
+	r.e.endedSession.Ascend(func(it timedSessionItem) bool {
+		if !it.at.Before(before) || (limit > 0 && len(out) >= limit) {
+			return false
+		}
+		out = append(out, *it.s)
+		return true
+	})
+	return out, nil
+}
+
+func (r reader) Aggregate(member string) (string, bool, error) {
+	root, ok := r.e.aggRoot[member]
+	return root, ok, nil
+}
+
+func (r reader) Aggregates(root string) ([]store.Aggregate, error) {
+	var out []store.Aggregate
+	if root == "" {
+		r.e.aggByMember.Ascend(func(it aggItem) bool {
+			out = append(out, store.Aggregate{Member: it.a, Root: it.b})
+			return true
+		})
+		return out, nil
+	}
+	r.e.aggByRoot.AscendGreaterOrEqual(aggItem{a: root}, func(it aggItem) bool {
+		if it.a != root {
+			return false
+		}
+		out = append(out, store.Aggregate{Member: it.b, Root: it.a})
+		return true
+	})
+	return out, nil
+}
+
+func (r reader) Lost(session string) ([]store.Lost, error) {
+	var out []store.Lost
+	r.e.lost.AscendGreaterOrEqual(lostItem{session: session}, func(it lostItem) bool {
+		if it.session != session {
+			return false
+		}
+		out = append(out, *it.lost)
+		return true
+	})
+	slices.SortStableFunc(out, func(x, y store.Lost) int { return x.At.Compare(y.At) })
+	return out, nil
+}
+
+func (r reader) LostBefore(before time.Time, limit int) ([]store.Lost, error) {
+	var out []store.Lost
+	r.e.lostByAt.Ascend(func(it lostAtItem) bool {
+		if !it.at.Before(before) || (limit > 0 && len(out) >= limit) {
+			return false
+		}
+		out = append(out, *it.id.lost)
+		return true
+	})
+	return out, nil
+}
+
+// Audit walks entries by ID from the cursor and filters them; the log is
+// read by administrators, not on the lock paths.
+func (r reader) Audit(q store.AuditQuery) ([]store.AuditEntry, error) {
+	var out []store.AuditEntry
+	r.e.audit.AscendGreaterOrEqual(auditItem{id: q.After + 1}, func(it auditItem) bool {
+		if it.id <= q.After { // q.After+1 wrapped around
+			return false
+		}
+		e := it.entry
+		if (q.Key != "" && !covers(q.Key, e.Lock.Key)) ||
+			(q.Session != "" && e.Lock.Session != q.Session) ||
+			(q.User != "" && e.Lock.User != q.User) ||
+			(q.Event != "" && e.Event != q.Event) ||
+			(!q.Since.IsZero() && e.At.Before(q.Since)) {
+			return true
+		}
+		out = append(out, *e)
+		return q.Limit <= 0 || len(out) < q.Limit
+	})
+	return out, nil
+}

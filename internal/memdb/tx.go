@@ -1,0 +1,279 @@
+package memdb
+
+import (
+	"time"
+
+	"github.com/holdfast/holdfast/store"
+)
+
+// tx is the write transaction. It records, before its first change of each
+// record, what the record was, so rollback can put it back and changes can
+// report each touched record once.
+type tx struct {
+	reader
+	undo       []undo
+	startToken uint64
+	startAudit uint64
+}
+
+var _ store.Tx = (*tx)(nil)
+
+// undo remembers one record as it was before a write. The identity fields
+// name the record even when it did not exist (prev is nil then).
+type undo struct {
+	kind Kind
+	a, b string // lock: key, session; session: id; aggregate: member; lost: session, key
+	n    uint64 // lost: token; audit: id
+	prev any    // *store.Lock, *store.Session, string (root), *store.Lost, *store.AuditEntry
+}
+
+// undoCap bounds the undo log a transaction keeps between transactions, so
+// one huge sweep does not pin its memory forever.
+const undoCap = 1024
+
+func (t *tx) begin(now time.Time) {
+	t.reader.now = now
+	t.undo = t.undo[:0]
+	t.startToken, t.startAudit = t.e.lastToken, t.e.lastAuditID
+}
+
+func (t *tx) end() {
+	clear(t.undo)
+	if cap(t.undo) > undoCap {
+		t.undo = nil
+	}
+}
+
+// rollback restores every record in reverse order of change, then the
+// counters.
+func (t *tx) rollback() {
+	e := t.e
+	for i := len(t.undo) - 1; i >= 0; i-- {
+		u := t.undo[i]
+		switch u.kind {
+		case KindLock:
+			if u.prev == nil {
+				e.deleteLock(u.a, u.b)
+			} else {
+				e.putLock(u.prev.(*store.Lock))
+			}
+		case KindSession:
+			if u.prev == nil {
+				e.deleteSession(u.a)
+			} else {
+				e.putSession(u.prev.(*store.Session))
+			}
+		case KindAggregate:
+			if u.prev == nil {
+				e.deleteAggregate(u.a)
+			} else {
+				e.putAggregate(u.a, u.prev.(string))
+			}
+		case KindLost:
+			if u.prev == nil {
+				e.deleteLost(lostItem{session: u.a, key: u.b, token: u.n})
+			} else {
+				e.putLost(u.prev.(*store.Lost))
+			}
+		case KindAudit:
+			if u.prev == nil {
+				e.deleteAudit(u.n)
+			} else {
+				e.putAudit(u.prev.(*store.AuditEntry))
+			}
+		}
+	}
+	e.lastToken, e.lastAuditID = t.startToken, t.startAudit
+	t.end()
+}
+
+// changes returns the final state of every record the transaction
+// touched, once each, in the order first touched, then the counters that
+// moved. Records that were created and then deleted again are left out.
+func (t *tx) changes() []Change {
+	n := len(t.undo)
+	if t.e.lastToken != t.startToken {
+		n++
+	}
+	if t.e.lastAuditID != t.startAudit {
+		n++
+	}
+	if n == 0 {
+		return nil
+	}
+	out := make([]Change, 0, n)
+	var seen map[undo]struct{}
+	if len(t.undo) > 8 {
+		seen = make(map[undo]struct{}, len(t.undo))
+	}
+	for i, u := range t.undo {
+		id := undo{kind: u.kind, a: u.a, b: u.b, n: u.n}
+		if seen != nil {
+			if _, dup := seen[id]; dup {
+				continue
+			}
+			seen[id] = struct{}{}
+		} else if t.touchedBefore(i) {
+			continue
+		}
+		if c, ok := t.finalState(u); ok {
+			out = append(out, c)
+		}
+	}
+	if t.e.lastToken != t.startToken {
+		out = append(out, Change{Kind: KindCounter, Counter: CounterToken, Value: t.e.lastToken})
+	}
+	if t.e.lastAuditID != t.startAudit {
+		out = append(out, Change{Kind: KindCounter, Counter: CounterAudit, Value: t.e.lastAuditID})
+	}
+	return out
+}
+
+// touchedBefore reports whether the record of undo entry i appears earlier.
+func (t *tx) touchedBefore(i int) bool {
+	u := t.undo[i]
+	for _, v := range t.undo[:i] {
+		if v.kind == u.kind && v.a == u.a && v.b == u.b && v.n == u.n {
+			return true
+		}
+	}
+	return false
+}
+
+// finalState is the change for the record u names; ok is false when the
+// record neither exists now nor existed before.
+func (t *tx) finalState(u undo) (Change, bool) {
+	e := t.e
+	c := Change{Kind: u.kind}
+	switch u.kind {
+	case KindLock:
+		c.Lock = e.getLock(u.a, u.b)
+		if c.Lock == nil && u.prev != nil {
+			c.Delete, c.Lock = true, u.prev.(*store.Lock)
+		}
+		return c, c.Lock != nil
+	case KindSession:
+		c.Session = e.sessions[u.a]
+		if c.Session == nil && u.prev != nil {
+			c.Delete, c.Session = true, u.prev.(*store.Session)
+		}
+		return c, c.Session != nil
+	case KindAggregate:
+		if root, ok := e.aggRoot[u.a]; ok {
+			c.Aggregate = &store.Aggregate{Member: u.a, Root: root}
+		} else if u.prev != nil {
+			c.Delete, c.Aggregate = true, &store.Aggregate{Member: u.a, Root: u.prev.(string)}
+		}
+		return c, c.Aggregate != nil
+	case KindLost:
+		c.Lost = e.getLost(lostItem{session: u.a, key: u.b, token: u.n})
+		if c.Lost == nil && u.prev != nil {
+			c.Delete, c.Lost = true, u.prev.(*store.Lost)
+		}
+		return c, c.Lost != nil
+	case KindAudit:
+		c.Audit = e.getAudit(u.n)
+		if c.Audit == nil && u.prev != nil {
+			c.Delete, c.Audit = true, u.prev.(*store.AuditEntry)
+		}
+		return c, c.Audit != nil
+	}
+	return c, false
+}
+
+func (t *tx) NextToken() (uint64, error) {
+	t.e.lastToken++
+	return t.e.lastToken, nil
+}
+
+func (t *tx) PutLock(l store.Lock) error {
+	stored := l
+	prev := t.e.putLock(&stored)
+	t.undo = append(t.undo, undo{kind: KindLock, a: l.Key, b: l.Session, prev: anyOrNil(prev)})
+	return nil
+}
+
+func (t *tx) DeleteLock(key, session string) error {
+	if prev := t.e.deleteLock(key, session); prev != nil {
+		t.undo = append(t.undo, undo{kind: KindLock, a: key, b: session, prev: prev})
+	}
+	return nil
+}
+
+func (t *tx) PutSession(s store.Session) error {
+	stored := s
+	prev := t.e.putSession(&stored)
+	t.undo = append(t.undo, undo{kind: KindSession, a: s.ID, prev: anyOrNil(prev)})
+	return nil
+}
+
+func (t *tx) DeleteSession(id string) error {
+	if prev := t.e.deleteSession(id); prev != nil {
+		t.undo = append(t.undo, undo{kind: KindSession, a: id, prev: prev})
+	}
+	return nil
+}
+
+func (t *tx) PutAggregate(a store.Aggregate) error {
+	u := undo{kind: KindAggregate, a: a.Member}
+	if root, had := t.e.putAggregate(a.Member, a.Root); had {
+		u.prev = root
+	}
+	t.undo = append(t.undo, u)
+	return nil
+}
+
+func (t *tx) DeleteAggregate(member string) error {
+	if root, had := t.e.deleteAggregate(member); had {
+		t.undo = append(t.undo, undo{kind: KindAggregate, a: member, prev: root})
+	}
+	return nil
+}
+
+func (t *tx) PutLost(l store.Lost) error {
+	stored := l
+	prev := t.e.putLost(&stored)
+	t.undo = append(t.undo, undo{kind: KindLost, a: l.Lock.Session, b: l.Lock.Key, n: l.Lock.Token, prev: anyOrNil(prev)})
+	return nil
+}
+
+func (t *tx) DeleteLost(session, key string, token uint64) error {
+	if prev := t.e.deleteLost(lostItem{session: session, key: key, token: token}); prev != nil {
+		t.undo = append(t.undo, undo{kind: KindLost, a: session, b: key, n: token, prev: prev})
+	}
+	return nil
+}
+
+func (t *tx) AppendAudit(e store.AuditEntry) (uint64, error) {
+	t.e.lastAuditID++
+	e.ID = t.e.lastAuditID
+	t.e.putAudit(&e)
+	t.undo = append(t.undo, undo{kind: KindAudit, n: e.ID})
+	return e.ID, nil
+}
+
+// PruneAudit deletes the oldest entries by At, so it never walks entries
+// it keeps.
+func (t *tx) PruneAudit(before time.Time, limit int) (int, error) {
+	var doomed []uint64
+	t.e.auditByAt.Ascend(func(it auditAtItem) bool {
+		if !it.at.Before(before) || (limit > 0 && len(doomed) >= limit) {
+			return false
+		}
+		doomed = append(doomed, it.id)
+		return true
+	})
+	for _, id := range doomed {
+		prev := t.e.deleteAudit(id)
+		t.undo = append(t.undo, undo{kind: KindAudit, n: id, prev: prev})
+	}
+	return len(doomed), nil
+}
+
+// anyOrNil keeps a nil pointer from becoming a non-nil interface.
+func anyOrNil[T any](p *T) any {
+	if p == nil {
+		return nil
+	}
+	return p
+}

@@ -1,0 +1,124 @@
+package memstore_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/holdfast/holdfast/memstore"
+	"github.com/holdfast/holdfast/store"
+)
+
+func TestUpdateIsAtomicAndClockInjected(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2026, 11, 30, 10, 47, 0, 0, time.UTC)
+	s := memstore.New(memstore.Config{Now: func() time.Time { return now }})
+	ctx := context.Background()
+
+	refused := errors.New("refused")
+	err := s.Update(ctx, func(tx store.Tx) error {
+		tx.PutLock(store.Lock{Key: "policy/1", Session: "s"})
+		return refused
+	})
+	if !errors.Is(err, refused) {
+		t.Fatalf("Update = %v, want the callback's error", err)
+	}
+	err = s.View(ctx, func(tx store.ReadTx) error {
+		if got := tx.Now(); !got.Equal(now) {
+			t.Errorf("Now = %v, want the injected %v", got, now)
+		}
+		if _, ok, _ := tx.Lock("policy/1", "s"); ok {
+			t.Error("a failed update left its lock behind")
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestClosedStoreIsUnavailable(t *testing.T) {
+	t.Parallel()
+	s := memstore.New(memstore.Config{})
+	ctx := context.Background()
+	if err := s.Ping(ctx); err != nil {
+		t.Fatalf("Ping = %v", err)
+	}
+	s.Close()
+	for name, err := range map[string]error{
+		"Ping":   s.Ping(ctx),
+		"Update": s.Update(ctx, func(store.Tx) error { return nil }),
+		"View":   s.View(ctx, func(store.ReadTx) error { return nil }),
+	} {
+		if !errors.Is(err, store.ErrUnavailable) {
+			t.Errorf("%s after Close = %v, want ErrUnavailable", name, err)
+		}
+	}
+}
+
+func TestCanceledContextRunsNothing(t *testing.T) {
+	t.Parallel()
+	s := memstore.New(memstore.Config{})
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	ran := false
+	if err := s.Update(ctx, func(store.Tx) error { ran = true; return nil }); !errors.Is(err, context.Canceled) || ran {
+		t.Fatalf("Update with a canceled context = %v (ran %v)", err, ran)
+	}
+}
+
+// BenchmarkUpdate runs acquire-like and release-like transactions from 64
+// goroutines, each on its own key.
+func BenchmarkUpdate(b *testing.B) {
+	s := memstore.New(memstore.Config{})
+	ctx := context.Background()
+	var next atomic.Int64
+	b.SetParallelism(64)
+	b.ReportAllocs()
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		id := next.Add(1)
+		key, session := fmt.Sprintf("order/%d", id), fmt.Sprintf("session-%d", id)
+		for pb.Next() {
+			if err := s.Update(ctx, func(tx store.Tx) error { return acquire(tx, key, session) }); err != nil {
+				b.Fatal(err)
+			}
+			if err := s.Update(ctx, func(tx store.Tx) error { return release(tx, key, session) }); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
+
+func acquire(tx store.Tx, key, session string) error {
+	blocked := false
+	if err := tx.Related(key, func(l store.Lock) bool { blocked = l.Session != session; return !blocked }); err != nil || blocked {
+		return fmt.Errorf("blocked: %v", err)
+	}
+	tok, err := tx.NextToken()
+	if err != nil {
+		return err
+	}
+	now := tx.Now()
+	l := store.Lock{Key: key, Session: session, User: "u-1", Name: "Bob Smith", Token: tok, AcquiredAt: now, ExpiresAt: now.Add(time.Hour)}
+	if err := tx.PutLock(l); err != nil {
+		return err
+	}
+	_, err = tx.AppendAudit(store.AuditEntry{At: now, Event: "acquired", Lock: l})
+	return err
+}
+
+func release(tx store.Tx, key, session string) error {
+	l, ok, err := tx.Lock(key, session)
+	if err != nil || !ok {
+		return fmt.Errorf("not held: %v", err)
+	}
+	if err := tx.DeleteLock(key, session); err != nil {
+		return err
+	}
+	_, err = tx.AppendAudit(store.AuditEntry{At: tx.Now(), Event: "released", Lock: l})
+	return err
+}

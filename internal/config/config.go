@@ -1,0 +1,342 @@
+// Package config reads the configuration of holdfast serve from defaults,
+// a TOML file, HOLDFAST_* environment variables and flags, in rising
+// precedence.
+package config
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/BurntSushi/toml"
+
+	"github.com/holdfast/holdfast"
+	"github.com/holdfast/holdfast/server"
+)
+
+// Defaults.
+const (
+	DefaultListen          = "127.0.0.1:7070"
+	DefaultStore           = "./holdfast-data"
+	DefaultSweepInterval   = time.Second
+	DefaultAuditRetention  = 30 * 24 * time.Hour
+	DefaultMaxBodyBytes    = 1 << 20
+	DefaultShutdownTimeout = 30 * time.Second
+	DefaultLogFormat       = "text"
+	DefaultLogLevel        = "info"
+)
+
+// Config is everything holdfast serve can be told. The toml tags are the
+// keys of the file; each key is also the environment variable HOLDFAST_ +
+// the key in upper case, and the flag -- + the key with dashes.
+type Config struct {
+	// Listen is the address to serve on.
+	Listen string `toml:"listen"`
+	// Store is the DSN of the lock store: a directory for the embedded
+	// store, or postgres://, redis://, etcd:// URLs.
+	Store string `toml:"store"`
+	// Tokens are "role:token" pairs (HOLDFAST_TOKENS: comma separated).
+	// There is no flag, so that secrets never show in a process listing.
+	Tokens []string `toml:"tokens"`
+	// SweepInterval is how often expired locks and idle sessions are
+	// removed in the background.
+	SweepInterval Duration `toml:"sweep_interval"`
+	// AuditRetention is how long audit entries are kept.
+	AuditRetention Duration `toml:"audit_retention"`
+	// MaxBodyBytes limits request bodies; larger ones are refused with 400.
+	MaxBodyBytes int64 `toml:"max_body_bytes"`
+	// TLSCert and TLSKey are PEM files; with both set the server speaks
+	// HTTPS.
+	TLSCert string `toml:"tls_cert"`
+	TLSKey  string `toml:"tls_key"`
+	// ShutdownTimeout bounds how long in-flight requests may finish after
+	// SIGTERM.
+	ShutdownTimeout Duration `toml:"shutdown_timeout"`
+	// LogFormat is "text" or "json"; LogLevel "debug", "info", "warn" or
+	// "error".
+	LogFormat string `toml:"log_format"`
+	LogLevel  string `toml:"log_level"`
+
+	// DefaultPolicy applies to record types without a [types.NAME] table.
+	DefaultPolicy TypePolicy `toml:"default_policy"`
+	// Types are per record type policies: [types.policy] policy =
+	// "read-write". Only the file sets them.
+	Types map[string]TypePolicy `toml:"types"`
+}
+
+// TypePolicy is one record type's lock policy; zero fields take the
+// defaults of holdfast.Config.
+type TypePolicy struct {
+	Policy      string   `toml:"policy"`
+	DefaultTTL  Duration `toml:"default_ttl"`
+	MaxTTL      Duration `toml:"max_ttl"`
+	IdleTimeout Duration `toml:"idle_timeout"`
+}
+
+// Duration reads "90s", "5m" or "2h" from files, flags and the
+// environment.
+type Duration time.Duration
+
+func (d *Duration) UnmarshalText(b []byte) error {
+	v, err := time.ParseDuration(string(b))
+	if err != nil {
+		return fmt.Errorf("want a duration like 90s, 5m or 2h: %w", err)
+	}
+	*d = Duration(v)
+	return nil
+}
+
+func (d Duration) MarshalText() ([]byte, error) { return []byte(time.Duration(d).String()), nil }
+func (d Duration) String() string               { return time.Duration(d).String() }
+
+// Default returns the configuration with every default filled in.
+func Default() Config {
+	return Config{
+		Listen:          DefaultListen,
+		Store:           DefaultStore,
+		SweepInterval:   Duration(DefaultSweepInterval),
+		AuditRetention:  Duration(DefaultAuditRetention),
+		MaxBodyBytes:    DefaultMaxBodyBytes,
+		ShutdownTimeout: Duration(DefaultShutdownTimeout),
+		LogFormat:       DefaultLogFormat,
+		LogLevel:        DefaultLogLevel,
+	}
+}
+
+// Load registers the flags on fs, parses args, and returns the defaults
+// overridden by the file (--config or HOLDFAST_CONFIG), then by the
+// environment (read through getenv), then by the flags given, validated.
+func Load(fs *flag.FlagSet, args []string, getenv func(string) string) (Config, error) {
+	configPath := fs.String("config", "", "TOML configuration `file` (env HOLDFAST_CONFIG)")
+	def := Default()
+	flagKeys := []struct{ key, usage, def string }{
+		{"listen", "`address` to serve on", def.Listen},
+		{"store", "lock store `DSN`: a directory for the embedded store", def.Store},
+		{"sweep_interval", "how often expired locks are swept (`duration`)", def.SweepInterval.String()},
+		{"audit_retention", "how long audit entries are kept (`duration`)", def.AuditRetention.String()},
+		{"max_body_bytes", "largest request body in `bytes`", strconv.FormatInt(def.MaxBodyBytes, 10)},
+		{"tls_cert", "TLS certificate PEM `file`", ""},
+		{"tls_key", "TLS private key PEM `file`", ""},
+		{"shutdown_timeout", "how long in-flight requests may finish on SIGTERM (`duration`)", def.ShutdownTimeout.String()},
+		{"log_format", "log `format`: text or json", def.LogFormat},
+		{"log_level", "log `level`: debug, info, warn or error", def.LogLevel},
+	}
+	values := make(map[string]*string, len(flagKeys))
+	for _, k := range flagKeys {
+		env := "HOLDFAST_" + strings.ToUpper(k.key)
+		values[k.key] = fs.String(strings.ReplaceAll(k.key, "_", "-"), k.def, k.usage+" (env "+env+")")
+	}
+	if err := fs.Parse(args); err != nil {
+		return Config{}, err
+	}
+	if fs.NArg() > 0 {
+		return Config{}, fmt.Errorf("unexpected arguments: %s", strings.Join(fs.Args(), " "))
+	}
+	given := make(map[string]bool)
+	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
+
+	cfg := def
+	path := getenv("HOLDFAST_CONFIG")
+	if given["config"] {
+		path = *configPath
+	}
+	if path != "" {
+		if err := cfg.readFile(path); err != nil {
+			return Config{}, err
+		}
+	}
+	if err := cfg.readEnv(getenv); err != nil {
+		return Config{}, err
+	}
+	for _, k := range flagKeys {
+		name := strings.ReplaceAll(k.key, "_", "-")
+		if !given[name] {
+			continue
+		}
+		if err := cfg.set(k.key, *values[k.key]); err != nil {
+			return Config{}, fmt.Errorf("--%s: %w", name, err)
+		}
+	}
+	if err := cfg.Validate(); err != nil {
+		return Config{}, err
+	}
+	return cfg, nil
+}
+
+func (c *Config) readFile(path string) error {
+	md, err := toml.DecodeFile(path, c)
+	if err != nil {
+		return fmt.Errorf("config file %s: %w", path, err)
+	}
+	if undecoded := md.Undecoded(); len(undecoded) > 0 {
+		return fmt.Errorf("config file %s: unknown key %s", path, undecoded[0])
+	}
+	return nil
+}
+
+// envKeys lists the settings that HOLDFAST_* variables can set.
+var envKeys = []string{
+	"listen", "store", "tokens", "sweep_interval", "audit_retention", "max_body_bytes",
+	"tls_cert", "tls_key", "shutdown_timeout", "log_format", "log_level",
+}
+
+func (c *Config) readEnv(getenv func(string) string) error {
+	for _, key := range envKeys {
+		name := "HOLDFAST_" + strings.ToUpper(key)
+		v := getenv(name)
+		if v == "" {
+			continue
+		}
+		if err := c.set(key, v); err != nil {
+			if key == "tokens" {
+				return fmt.Errorf("%s: %w", name, err) // without the value: it holds secrets
+			}
+			return fmt.Errorf("%s=%q: %w", name, v, err)
+		}
+	}
+	return nil
+}
+
+// set sets one key from its string form, as environment variables give it.
+func (c *Config) set(key, v string) error {
+	var err error
+	switch key {
+	case "listen":
+		c.Listen = v
+	case "store":
+		c.Store = v
+	case "tokens":
+		c.Tokens = nil
+		for _, pair := range strings.Split(v, ",") {
+			if pair = strings.TrimSpace(pair); pair != "" {
+				c.Tokens = append(c.Tokens, pair)
+			}
+		}
+	case "sweep_interval":
+		err = c.SweepInterval.UnmarshalText([]byte(v))
+	case "audit_retention":
+		err = c.AuditRetention.UnmarshalText([]byte(v))
+	case "shutdown_timeout":
+		err = c.ShutdownTimeout.UnmarshalText([]byte(v))
+	case "max_body_bytes":
+		c.MaxBodyBytes, err = strconv.ParseInt(v, 10, 64)
+	case "tls_cert":
+		c.TLSCert = v
+	case "tls_key":
+		c.TLSKey = v
+	case "log_format":
+		c.LogFormat = v
+	case "log_level":
+		c.LogLevel = v
+	default:
+		err = fmt.Errorf("unknown key %q", key)
+	}
+	return err
+}
+
+// Validate reports the first problem with c.
+func (c *Config) Validate() error {
+	if c.Listen == "" {
+		return errors.New("listen: an address is required")
+	}
+	if _, _, err := net.SplitHostPort(c.Listen); err != nil {
+		return fmt.Errorf("listen %q: %w", c.Listen, err)
+	}
+	if c.Store == "" {
+		return errors.New("store: a DSN is required")
+	}
+	if _, err := c.ServerTokens(); err != nil {
+		return err
+	}
+	if len(c.Tokens) == 0 && !IsLoopback(c.Listen) {
+		return fmt.Errorf("listen %s: no tokens are configured (HOLDFAST_TOKENS or tokens in the config file), so the server only listens on a loopback address", c.Listen)
+	}
+	if c.MaxBodyBytes <= 0 {
+		return errors.New("max_body_bytes must be positive")
+	}
+	if c.SweepInterval <= 0 || c.AuditRetention <= 0 || c.ShutdownTimeout <= 0 {
+		return errors.New("sweep_interval, audit_retention and shutdown_timeout must be positive")
+	}
+	if (c.TLSCert == "") != (c.TLSKey == "") {
+		return errors.New("tls_cert and tls_key go together: set both or neither")
+	}
+	switch c.LogFormat {
+	case "text", "json":
+	default:
+		return fmt.Errorf("log_format %q: want text or json", c.LogFormat)
+	}
+	if _, err := c.SlogLevel(); err != nil {
+		return err
+	}
+	hc := c.Manager()
+	if err := hc.Validate(); err != nil {
+		return fmt.Errorf("types: %w", err)
+	}
+	return nil
+}
+
+// ServerTokens parses Tokens. Its errors never include the secrets.
+func (c *Config) ServerTokens() ([]server.Token, error) {
+	tokens := make([]server.Token, 0, len(c.Tokens))
+	for i, pair := range c.Tokens {
+		t, err := server.ParseToken(pair)
+		if err != nil {
+			return nil, fmt.Errorf("tokens: token %d: %w", i+1, err)
+		}
+		tokens = append(tokens, t)
+	}
+	return tokens, nil
+}
+
+// Manager returns the holdfast.Config this configuration asks for.
+func (c *Config) Manager() holdfast.Config {
+	hc := holdfast.Config{
+		Default:        c.DefaultPolicy.holdfast(),
+		SweepInterval:  time.Duration(c.SweepInterval),
+		AuditRetention: time.Duration(c.AuditRetention),
+	}
+	if len(c.Types) > 0 {
+		hc.Types = make(map[string]holdfast.TypePolicy, len(c.Types))
+		for name, p := range c.Types {
+			hc.Types[name] = p.holdfast()
+		}
+	}
+	return hc
+}
+
+func (p TypePolicy) holdfast() holdfast.TypePolicy {
+	return holdfast.TypePolicy{
+		Policy:      holdfast.Policy(p.Policy),
+		DefaultTTL:  time.Duration(p.DefaultTTL),
+		MaxTTL:      time.Duration(p.MaxTTL),
+		IdleTimeout: time.Duration(p.IdleTimeout),
+	}
+}
+
+// IsLoopback reports whether addr (host:port) listens only on loopback.
+// An empty host means every interface, which is not.
+func IsLoopback(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil || host == "" {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// SlogLevel is LogLevel for log/slog.
+func (c *Config) SlogLevel() (slog.Level, error) {
+	var l slog.Level
+	if err := l.UnmarshalText([]byte(c.LogLevel)); err != nil {
+		return 0, fmt.Errorf("log_level %q: want debug, info, warn or error", c.LogLevel)
+	}
+	return l, nil
+}

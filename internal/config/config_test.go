@@ -1,0 +1,239 @@
+package config
+
+import (
+	"flag"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/holdfast/holdfast"
+	"github.com/holdfast/holdfast/server"
+)
+
+func load(t *testing.T, args []string, env map[string]string) (Config, error) {
+	t.Helper()
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	return Load(fs, args, func(name string) string { return env[name] })
+}
+
+func writeFile(t *testing.T, text string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "holdfast.toml")
+	if err := os.WriteFile(path, []byte(text), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+func TestDefaults(t *testing.T) {
+	t.Parallel()
+	cfg, err := load(t, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Listen != "127.0.0.1:7070" || cfg.Store != "./holdfast-data" || cfg.MaxBodyBytes != 1<<20 ||
+		time.Duration(cfg.SweepInterval) != time.Second || time.Duration(cfg.ShutdownTimeout) != 30*time.Second {
+		t.Fatalf("defaults = %+v", cfg)
+	}
+}
+
+func TestPrecedence(t *testing.T) {
+	t.Parallel()
+	path := writeFile(t, `
+listen = "127.0.0.1:1001"
+store = "/from/file"
+sweep_interval = "3s"
+max_body_bytes = 1000
+`)
+	env := map[string]string{
+		"HOLDFAST_CONFIG": path,
+		"HOLDFAST_STORE":  "/from/env",
+		"HOLDFAST_LISTEN": "127.0.0.1:1002",
+	}
+	cfg, err := load(t, []string{"--listen", "127.0.0.1:1003"}, env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Listen != "127.0.0.1:1003" {
+		t.Errorf("listen = %s, want the flag's", cfg.Listen)
+	}
+	if cfg.Store != "/from/env" {
+		t.Errorf("store = %s, want the environment's", cfg.Store)
+	}
+	if time.Duration(cfg.SweepInterval) != 3*time.Second || cfg.MaxBodyBytes != 1000 {
+		t.Errorf("sweep_interval = %s, max_body_bytes = %d, want the file's", cfg.SweepInterval, cfg.MaxBodyBytes)
+	}
+	if time.Duration(cfg.AuditRetention) != DefaultAuditRetention {
+		t.Errorf("audit_retention = %s, want the default", cfg.AuditRetention)
+	}
+
+	// --config wins over HOLDFAST_CONFIG.
+	other := writeFile(t, `store = "/other/file"`)
+	cfg, err = load(t, []string{"--config", other}, map[string]string{"HOLDFAST_CONFIG": path})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Store != "/other/file" {
+		t.Errorf("store = %s, want the --config file's", cfg.Store)
+	}
+}
+
+func TestEveryEnvKey(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	env := map[string]string{
+		"HOLDFAST_LISTEN":           "0.0.0.0:8080",
+		"HOLDFAST_STORE":            dir,
+		"HOLDFAST_TOKENS":           "admin:a1, reader:r1",
+		"HOLDFAST_SWEEP_INTERVAL":   "250ms",
+		"HOLDFAST_AUDIT_RETENTION":  "48h",
+		"HOLDFAST_MAX_BODY_BYTES":   "2048",
+		"HOLDFAST_TLS_CERT":         "c.pem",
+		"HOLDFAST_TLS_KEY":          "k.pem",
+		"HOLDFAST_SHUTDOWN_TIMEOUT": "5s",
+		"HOLDFAST_LOG_FORMAT":       "json",
+		"HOLDFAST_LOG_LEVEL":        "debug",
+	}
+	if len(env) != len(envKeys) {
+		t.Fatalf("test covers %d keys, config has %d", len(env), len(envKeys))
+	}
+	cfg, err := load(t, nil, env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := Config{
+		Listen: "0.0.0.0:8080", Store: dir, Tokens: []string{"admin:a1", "reader:r1"},
+		SweepInterval: Duration(250 * time.Millisecond), AuditRetention: Duration(48 * time.Hour),
+		MaxBodyBytes: 2048, TLSCert: "c.pem", TLSKey: "k.pem", ShutdownTimeout: Duration(5 * time.Second),
+		LogFormat: "json", LogLevel: "debug",
+	}
+	if cfg.Listen != want.Listen || cfg.Store != want.Store || strings.Join(cfg.Tokens, ",") != "admin:a1,reader:r1" ||
+		cfg.SweepInterval != want.SweepInterval || cfg.AuditRetention != want.AuditRetention ||
+		cfg.MaxBodyBytes != want.MaxBodyBytes || cfg.TLSCert != want.TLSCert || cfg.TLSKey != want.TLSKey ||
+		cfg.ShutdownTimeout != want.ShutdownTimeout || cfg.LogFormat != want.LogFormat || cfg.LogLevel != want.LogLevel {
+		t.Fatalf("got  %+v\nwant %+v", cfg, want)
+	}
+	tokens, err := cfg.ServerTokens()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(tokens) != 2 || tokens[0] != (server.Token{Role: server.Admin, Secret: "a1"}) || tokens[1] != (server.Token{Role: server.Reader, Secret: "r1"}) {
+		t.Fatalf("tokens = %+v", tokens)
+	}
+}
+
+func TestEveryFlag(t *testing.T) {
+	t.Parallel()
+	cfg, err := load(t, []string{
+		"--listen", "[::1]:9000", "--store", "/data", "--sweep-interval", "2s", "--audit-retention", "1h",
+		"--max-body-bytes", "10", "--tls-cert", "c", "--tls-key", "k", "--shutdown-timeout", "1s",
+		"--log-format", "json", "--log-level", "warn",
+	}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Listen != "[::1]:9000" || cfg.Store != "/data" || time.Duration(cfg.SweepInterval) != 2*time.Second ||
+		time.Duration(cfg.AuditRetention) != time.Hour || cfg.MaxBodyBytes != 10 || cfg.TLSCert != "c" ||
+		cfg.TLSKey != "k" || time.Duration(cfg.ShutdownTimeout) != time.Second || cfg.LogFormat != "json" || cfg.LogLevel != "warn" {
+		t.Fatalf("got %+v", cfg)
+	}
+}
+
+func TestTypePolicies(t *testing.T) {
+	t.Parallel()
+	path := writeFile(t, `
+tokens = ["client:c1"]
+
+[default_policy]
+default_ttl = "1h"
+
+[types.policy]
+policy = "read-write"
+default_ttl = "2h"
+max_ttl = "24h"
+idle_timeout = "5m"
+
+[types.order]
+policy = "exclusive-read"
+`)
+	cfg, err := load(t, []string{"--config", path}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hc := cfg.Manager()
+	if err := hc.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	want := holdfast.TypePolicy{Policy: holdfast.ReadWrite, DefaultTTL: 2 * time.Hour, MaxTTL: 24 * time.Hour, IdleTimeout: 5 * time.Minute}
+	if got := hc.Types["policy"]; got != want {
+		t.Errorf("types.policy = %+v, want %+v", got, want)
+	}
+	if got := hc.Types["order"]; got.Policy != holdfast.ExclusiveRead || got.DefaultTTL != time.Hour {
+		t.Errorf("types.order = %+v, want exclusive-read with the default policy's 1h ttl", got)
+	}
+	if len(cfg.Tokens) != 1 || cfg.Tokens[0] != "client:c1" {
+		t.Errorf("tokens = %v", cfg.Tokens)
+	}
+}
+
+func TestRefused(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name string
+		file string
+		args []string
+		env  map[string]string
+		want string
+	}{
+		{name: "unknown file key", file: `lissen = "x:1"`, want: "unknown key lissen"},
+		{name: "unknown policy", file: "[types.policy]\npolicy = \"exclusive\"", want: "unknown policy"},
+		{name: "default ttl over max", file: "[types.policy]\ndefault_ttl = \"2h\"\nmax_ttl = \"1h\"", want: "longer than max ttl"},
+		{name: "bad duration", env: map[string]string{"HOLDFAST_SWEEP_INTERVAL": "soon"}, want: "HOLDFAST_SWEEP_INTERVAL"},
+		{name: "bad flag duration", args: []string{"--shutdown-timeout", "5"}, want: "--shutdown-timeout"},
+		{name: "no tokens off loopback", args: []string{"--listen", "0.0.0.0:7070"}, want: "loopback"},
+		{name: "no tokens on every interface", args: []string{"--listen", ":7070"}, want: "loopback"},
+		{name: "bad role", env: map[string]string{"HOLDFAST_TOKENS": "root:supersecret"}, want: "unknown role"},
+		{name: "tls half set", args: []string{"--tls-cert", "c.pem"}, want: "tls_cert and tls_key"},
+		{name: "bad log level", args: []string{"--log-level", "loud"}, want: "log_level"},
+		{name: "zero body limit", args: []string{"--max-body-bytes", "0"}, want: "max_body_bytes"},
+		{name: "extra argument", args: []string{"now"}, want: "unexpected arguments"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			args := tc.args
+			if tc.file != "" {
+				args = append([]string{"--config", writeFile(t, tc.file)}, args...)
+			}
+			_, err := load(t, args, tc.env)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("err = %v, want it to mention %q", err, tc.want)
+			}
+			if strings.Contains(err.Error(), "supersecret") {
+				t.Fatalf("error reveals a token: %v", err)
+			}
+		})
+	}
+}
+
+func TestTokensAllowAnyAddress(t *testing.T) {
+	t.Parallel()
+	if _, err := load(t, []string{"--listen", "0.0.0.0:7070"}, map[string]string{"HOLDFAST_TOKENS": "admin:x"}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestIsLoopback(t *testing.T) {
+	t.Parallel()
+	for addr, want := range map[string]bool{
+		"127.0.0.1:7070": true, "127.8.9.1:1": true, "[::1]:7070": true, "localhost:7070": true,
+		":7070": false, "0.0.0.0:7070": false, "[::]:7070": false, "10.0.0.1:7070": false, "example.com:80": false,
+	} {
+		if got := IsLoopback(addr); got != want {
+			t.Errorf("IsLoopback(%q) = %v, want %v", addr, got, want)
+		}
+	}
+}

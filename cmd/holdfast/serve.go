@@ -1,0 +1,190 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/holdfast/holdfast"
+	"github.com/holdfast/holdfast/internal/config"
+	"github.com/holdfast/holdfast/memstore"
+	"github.com/holdfast/holdfast/server"
+	"github.com/holdfast/holdfast/store"
+)
+
+// serveCommand runs the lock server until its context is cancelled
+// (SIGINT or SIGTERM), then shuts down gracefully.
+type serveCommand struct {
+	stdout, stderr io.Writer
+	getenv         func(string) string
+}
+
+func newServeCommand(stdout, stderr io.Writer) *serveCommand {
+	return &serveCommand{stdout: stdout, stderr: stderr, getenv: os.Getenv}
+}
+
+func (c *serveCommand) Run(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("holdfast serve", flag.ContinueOnError)
+	fs.SetOutput(c.stderr)
+	fs.Usage = func() {
+		fmt.Fprint(c.stderr, `Usage: holdfast serve [--listen 127.0.0.1:7070] [--store DSN] [--config FILE] [flags]
+
+Serves the holdfast HTTP API. Every flag can also be set by a HOLDFAST_*
+environment variable or in the TOML config file; flags win over the
+environment, which wins over the file. Bearer tokens come from
+HOLDFAST_TOKENS ("role:token,role:token") or the file's tokens key.
+
+Example:
+  HOLDFAST_TOKENS=admin:s3cret holdfast serve --listen 0.0.0.0:7070 --store /var/lib/holdfast
+
+Flags:
+`)
+		fs.PrintDefaults()
+	}
+	cfg, err := config.Load(fs, args, c.getenv)
+	if err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil
+		}
+		return err
+	}
+	log, err := newLogger(c.stderr, cfg)
+	if err != nil {
+		return err
+	}
+	tokens, err := cfg.ServerTokens()
+	if err != nil {
+		return err
+	}
+
+	st, closeStore, err := openStore(cfg.Store, log)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if err := closeStore(); err != nil {
+			log.Error("closing the store", "error", err)
+		}
+	}()
+
+	metrics := server.NewMetrics()
+	hc := cfg.Manager()
+	hc.Logger = log
+	hc.Observer = metrics
+	mgr, err := holdfast.New(st, hc)
+	if err != nil {
+		return fmt.Errorf("lock manager: %w", err)
+	}
+	defer mgr.Close()
+
+	if len(tokens) == 0 {
+		// config.Validate has refused this on any other address.
+		log.Warn("no tokens configured: accepting unauthenticated requests with every right, on loopback only", "listen", cfg.Listen)
+	}
+	srv, err := server.New(server.Config{
+		Manager:      mgr,
+		Tokens:       tokens,
+		Anonymous:    len(tokens) == 0,
+		Metrics:      metrics,
+		MaxBodyBytes: cfg.MaxBodyBytes,
+		Logger:       log,
+	})
+	if err != nil {
+		return err
+	}
+	return serve(ctx, srv.HTTPServer(), cfg, log)
+}
+
+// serve listens and answers until ctx ends, then stops accepting, lets
+// in-flight requests finish within the shutdown timeout, and returns.
+func serve(ctx context.Context, hs *http.Server, cfg config.Config, log *slog.Logger) error {
+	ln, err := net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		return err
+	}
+	scheme := "http"
+	if cfg.TLSCert != "" {
+		scheme = "https"
+	}
+	log.Info("listening", "addr", ln.Addr().String(), "url", scheme+"://"+ln.Addr().String())
+
+	served := make(chan error, 1)
+	go func() {
+		if cfg.TLSCert != "" {
+			served <- hs.ServeTLS(ln, cfg.TLSCert, cfg.TLSKey)
+		} else {
+			served <- hs.Serve(ln)
+		}
+	}()
+	select {
+	case err := <-served:
+		return fmt.Errorf("serving: %w", err)
+	case <-ctx.Done():
+	}
+
+	log.Info("shutting down", "timeout", time.Duration(cfg.ShutdownTimeout).String())
+	shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Duration(cfg.ShutdownTimeout))
+	defer cancel()
+	if err := hs.Shutdown(shutdownCtx); err != nil {
+		hs.Close()
+		return fmt.Errorf("shutdown: requests still running after %s: %w", time.Duration(cfg.ShutdownTimeout), err)
+	}
+	if err := <-served; !errors.Is(err, http.ErrServerClosed) {
+		return fmt.Errorf("serving: %w", err)
+	}
+	log.Info("stopped")
+	return nil
+}
+
+// openStore opens the store a DSN names; closing it is the caller's last
+// step, after the Manager has stopped.
+func openStore(dsn string, log *slog.Logger) (store.Store, func() error, error) {
+	if scheme, _, ok := strings.Cut(dsn, "://"); ok {
+		switch scheme {
+		case "postgres", "postgresql", "redis", "rediss", "etcd":
+			return nil, nil, fmt.Errorf("store %s://…: not supported yet; use a directory for the embedded store", scheme)
+		case "memory":
+			return openMemory(log)
+		default:
+			return nil, nil, fmt.Errorf("store %s://…: unknown kind of store (want a directory, postgres://, redis:// or etcd://)", scheme)
+		}
+	}
+	if dsn == "memory:" {
+		return openMemory(log)
+	}
+	if err := os.MkdirAll(dsn, 0o750); err != nil {
+		return nil, nil, fmt.Errorf("store directory: %w", err)
+	}
+	// The embedded durable store is not in the tree yet; until it is, the
+	// directory is created but locks live in memory only, and the log says
+	// so on every start.
+	log.Warn("the embedded durable store is not available yet: locks are kept in memory and lost on restart", "store", dsn)
+	st := memstore.New(memstore.Config{})
+	return st, st.Close, nil
+}
+
+func openMemory(log *slog.Logger) (store.Store, func() error, error) {
+	log.Warn("in-memory store: nothing survives a restart and other servers cannot see these locks")
+	st := memstore.New(memstore.Config{})
+	return st, st.Close, nil
+}
+
+func newLogger(w io.Writer, cfg config.Config) (*slog.Logger, error) {
+	level, err := cfg.SlogLevel()
+	if err != nil {
+		return nil, err
+	}
+	opts := &slog.HandlerOptions{Level: level}
+	if cfg.LogFormat == "json" {
+		return slog.New(slog.NewJSONHandler(w, opts)), nil
+	}
+	return slog.New(slog.NewTextHandler(w, opts)), nil
+}

@@ -1,0 +1,260 @@
+package server_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/holdfast/holdfast"
+	"github.com/holdfast/holdfast/memstore"
+	"github.com/holdfast/holdfast/server"
+)
+
+// Tokens the harness configures unless told otherwise.
+const (
+	readerToken = "reader-secret"
+	clientToken = "client-secret"
+	adminToken  = "admin-secret"
+)
+
+// clock is the store's clock, moved by tests instead of sleeping.
+type clock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func (c *clock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *clock) Advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = c.now.Add(d)
+}
+
+type options struct {
+	tokens       []server.Token
+	anonymous    bool
+	maxBodyBytes int64
+	eventPing    time.Duration
+	types        map[string]holdfast.TypePolicy
+}
+
+// harness is a real server over a real Manager and memstore.
+type harness struct {
+	t       *testing.T
+	url     string
+	srv     *server.Server
+	mgr     *holdfast.Manager
+	store   *memstore.Store
+	clock   *clock
+	logs    *syncBuffer
+	httpSrv *httptest.Server
+}
+
+func defaultTokens() []server.Token {
+	return []server.Token{
+		{Role: server.Reader, Secret: readerToken},
+		{Role: server.Client, Secret: clientToken},
+		{Role: server.Admin, Secret: adminToken},
+	}
+}
+
+func newHarness(t *testing.T, opts options) *harness {
+	t.Helper()
+	if opts.tokens == nil && !opts.anonymous {
+		opts.tokens = defaultTokens()
+	}
+	clk := &clock{now: time.Date(2026, 11, 30, 10, 47, 0, 0, time.UTC)}
+	st := memstore.New(memstore.Config{Now: clk.Now})
+	metrics := server.NewMetrics()
+	logs := &syncBuffer{}
+	log := slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	mgr, err := holdfast.New(st, holdfast.Config{
+		Types: opts.types, SweepInterval: -1, Observer: metrics, Logger: log,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := server.New(server.Config{
+		Manager: mgr, Tokens: opts.tokens, Anonymous: opts.anonymous, Metrics: metrics,
+		MaxBodyBytes: opts.maxBodyBytes, EventPing: opts.eventPing, Logger: log,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := httptest.NewUnstartedServer(srv)
+	hs.Config = srv.HTTPServer()
+	hs.Start()
+	t.Cleanup(func() {
+		srv.CloseStreams()
+		hs.Close()
+		mgr.Close()
+		st.Close()
+	})
+	return &harness{t: t, url: hs.URL, srv: srv, mgr: mgr, store: st, clock: clk, logs: logs, httpSrv: hs}
+}
+
+// response is an answer with its body decoded loosely, to check the wire
+// shape field by field.
+type response struct {
+	status int
+	header http.Header
+	raw    []byte
+	body   map[string]any
+}
+
+// call sends a request with token ("" for none) and body (a string is sent
+// as is, anything else as JSON).
+func (h *harness) call(method, path, token string, body any) response {
+	h.t.Helper()
+	var rd io.Reader
+	if body != nil {
+		if s, ok := body.(string); ok {
+			rd = strings.NewReader(s)
+		} else {
+			b, err := json.Marshal(body)
+			if err != nil {
+				h.t.Fatal(err)
+			}
+			rd = bytes.NewReader(b)
+		}
+	}
+	req, err := http.NewRequestWithContext(context.Background(), method, h.url+path, rd)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	defer res.Body.Close()
+	raw, err := io.ReadAll(res.Body)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	r := response{status: res.StatusCode, header: res.Header, raw: raw}
+	if strings.HasPrefix(res.Header.Get("Content-Type"), "application/json") {
+		if err := json.Unmarshal(raw, &r.body); err != nil {
+			h.t.Fatalf("%s %s: answer is not a JSON object: %v\n%s", method, path, err, raw)
+		}
+	}
+	return r
+}
+
+// post sends body with the client token and wants status.
+func (h *harness) post(path string, body any, status int) map[string]any {
+	h.t.Helper()
+	return h.want(h.call("POST", path, clientToken, body), status)
+}
+
+// get reads path with the admin token and wants status.
+func (h *harness) get(path string, status int) map[string]any {
+	h.t.Helper()
+	return h.want(h.call("GET", path, adminToken, nil), status)
+}
+
+func (h *harness) want(r response, status int) map[string]any {
+	h.t.Helper()
+	if r.status != status {
+		h.t.Fatalf("status %d, want %d: %s", r.status, status, r.raw)
+	}
+	return r.body
+}
+
+// wantError checks an error answer's status, code and, when given, field.
+func wantError(t *testing.T, r response, status int, code, field string) map[string]any {
+	t.Helper()
+	if r.status != status {
+		t.Fatalf("status %d, want %d: %s", r.status, status, r.raw)
+	}
+	e, ok := r.body["error"].(map[string]any)
+	if !ok {
+		t.Fatalf("no error object: %s", r.raw)
+	}
+	if e["code"] != code {
+		t.Fatalf("code %v, want %s: %s", e["code"], code, r.raw)
+	}
+	if msg, _ := e["message"].(string); msg == "" {
+		t.Fatalf("error without message: %s", r.raw)
+	}
+	if field != "" && e["field"] != field {
+		t.Fatalf("field %v, want %s: %s", e["field"], field, r.raw)
+	}
+	return e
+}
+
+// acquireBody is a typical acquire request.
+func acquireBody(session string, keys ...string) map[string]any {
+	return map[string]any{
+		"keys":  keys,
+		"owner": map[string]any{"session": session, "user": "u-" + session, "name": "User " + session},
+	}
+}
+
+// at returns the value at a path of map keys and list indexes.
+func at(t *testing.T, v any, path ...any) any {
+	t.Helper()
+	for _, p := range path {
+		switch p := p.(type) {
+		case string:
+			m, ok := v.(map[string]any)
+			if !ok {
+				t.Fatalf("at %v: not an object: %v", p, v)
+			}
+			if v, ok = m[p]; !ok {
+				t.Fatalf("no field %q in %v", p, m)
+			}
+		case int:
+			l, ok := v.([]any)
+			if !ok || p >= len(l) {
+				t.Fatalf("at [%d]: not a list that long: %v", p, v)
+			}
+			v = l[p]
+		}
+	}
+	return v
+}
+
+func list(t *testing.T, v any, path ...any) []any {
+	t.Helper()
+	l, ok := at(t, v, path...).([]any)
+	if !ok {
+		t.Fatalf("%v is not a list (null?) in %v", path, v)
+	}
+	return l
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}

@@ -93,7 +93,10 @@ func printLocked(w io.Writer, e *holdfast.LockedError) {
 		}
 	}
 	printLocks(w, holders)
-	fmt.Fprint(w, "\nTo get it: wait until it is released or expires, ask the holder, "+
-		"take over your own lock from another session with --takeover (same --user), "+
-		"or ask an admin to run: holdfast break KEY --reason \"...\"\n")
+	fmt.Fprint(w, `
+To get it: wait until it is released or expires, or ask the holder;
+if it is your own lock from another session, lock again with --takeover
+(and the same --user); otherwise an admin can run
+  holdfast break KEY --reason "..."
+`)
 }

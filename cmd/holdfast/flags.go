@@ -36,10 +36,14 @@ func (c *connection) register(fs *flag.FlagSet) {
 		server = defaultServer
 	}
 	fs.StringVar(&c.server, "server", server, "server URL (env HOLDFAST_SERVER)")
-	fs.StringVar(&c.token, "token", os.Getenv("HOLDFAST_TOKEN"), "bearer token (env HOLDFAST_TOKEN)")
+	// The environment is read late so that -h never prints a secret.
+	fs.StringVar(&c.token, "token", "", "bearer token (default: env HOLDFAST_TOKEN)")
 }
 
 func (c *connection) client() (*client.Client, error) {
+	if c.token == "" {
+		c.token = os.Getenv("HOLDFAST_TOKEN")
+	}
 	cl, err := client.New(client.Config{BaseURL: c.server, Token: c.token, UserAgent: "holdfast-cli"})
 	if err != nil {
 		return nil, &usageError{msg: err.Error()}

@@ -71,9 +71,9 @@ func describeLock(key string, l holdfast.Lock) string {
 	if l.Mode == holdfast.Shared {
 		verb = "read (shared)"
 	}
-	who := holder(l.Owner)
+	who, ids := holder(l.Owner), fmt.Sprintf("session %s, token %d", l.Owner.Session, l.Token)
 	if who == "-" {
-		who = "session " + l.Owner.Session
+		who, ids = "session "+l.Owner.Session, fmt.Sprintf("token %d", l.Token)
 	}
 	var subject string
 	switch {
@@ -86,8 +86,8 @@ func describeLock(key string, l holdfast.Lock) string {
 	default: // key is a member of an aggregate locked at its root
 		subject = key + " is part of " + l.Key + ", being " + verb + " by " + who
 	}
-	s := fmt.Sprintf("%s since %s, until %s at the latest (session %s, token %d).",
-		subject, clockNow(l.AcquiredAt), clockNow(l.ExpiresAt), l.Owner.Session, l.Token)
+	s := fmt.Sprintf("%s since %s, until %s at the latest (%s).",
+		subject, clockNow(l.AcquiredAt), clockNow(l.ExpiresAt), ids)
 	if l.Note != "" {
 		s += fmt.Sprintf(" Note: %q.", l.Note)
 	}

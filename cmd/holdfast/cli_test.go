@@ -1,0 +1,451 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/holdfast/holdfast"
+	"github.com/holdfast/holdfast/memstore"
+	"github.com/holdfast/holdfast/server"
+)
+
+// binary is the holdfast command built once for all tests, which run it
+// as a real subprocess against a real server.
+var binary string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "holdfast-cli-test")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	binary = filepath.Join(dir, "holdfast")
+	build := exec.Command("go", "build", "-o", binary, ".")
+	build.Stdout, build.Stderr = os.Stderr, os.Stderr
+	if err := build.Run(); err != nil {
+		fmt.Fprintln(os.Stderr, "building holdfast:", err)
+		os.RemoveAll(dir)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// testServer is a real server over a Manager on memstore, with a clock
+// that stands still unless a test moves it, so that no lock expires by
+// itself while a test runs.
+type testServer struct {
+	url string
+	mgr *holdfast.Manager
+}
+
+var epoch = time.Date(2026, 11, 30, 10, 47, 0, 0, time.UTC)
+
+func newTestServer(t *testing.T, tokens ...server.Token) *testServer {
+	t.Helper()
+	var (
+		mu  sync.Mutex
+		now = epoch
+	)
+	st := memstore.New(memstore.Config{Now: func() time.Time {
+		mu.Lock()
+		defer mu.Unlock()
+		now = now.Add(time.Millisecond) // distinct times, same order as calls
+		return now
+	}})
+	discard := slog.New(slog.NewTextHandler(io.Discard, nil))
+	mgr, err := holdfast.New(st, holdfast.Config{SweepInterval: -1, Logger: discard})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := server.New(server.Config{Manager: mgr, Tokens: tokens, Anonymous: len(tokens) == 0, Logger: discard})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := httptest.NewServer(srv)
+	t.Cleanup(func() {
+		hs.Close()
+		mgr.Close()
+		st.Close()
+	})
+	return &testServer{url: hs.URL, mgr: mgr}
+}
+
+// command prepares "holdfast args..." against the server.
+func (s *testServer) command(args ...string) *exec.Cmd {
+	cmd := exec.Command(binary, args...)
+	cmd.Env = append(os.Environ(), "HOLDFAST_SERVER="+s.url, "HOLDFAST_TOKEN=", "HOLDFAST_BIN="+binary)
+	return cmd
+}
+
+type result struct {
+	stdout, stderr string
+	code           int
+}
+
+// run runs holdfast to the end.
+func (s *testServer) run(t *testing.T, args ...string) result {
+	t.Helper()
+	cmd := s.command(args...)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	var exitErr *exec.ExitError
+	if err != nil && !errors.As(err, &exitErr) {
+		t.Fatalf("holdfast %v: %v", args, err)
+	}
+	return result{stdout.String(), stderr.String(), cmd.ProcessState.ExitCode()}
+}
+
+// must runs holdfast and fails the test unless it exits 0.
+func (s *testServer) must(t *testing.T, args ...string) string {
+	t.Helper()
+	r := s.run(t, args...)
+	if r.code != 0 {
+		t.Fatalf("holdfast %v: exit %d\nstdout: %s\nstderr: %s", args, r.code, r.stdout, r.stderr)
+	}
+	return r.stdout
+}
+
+// holders asks the Manager itself who holds key.
+func (s *testServer) holders(t *testing.T, key string) []holdfast.Lock {
+	t.Helper()
+	page, err := s.mgr.Locks(context.Background(), holdfast.LockQuery{Key: key})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return page.Locks
+}
+
+func TestLockRefusedThenFreed(t *testing.T) {
+	t.Parallel()
+	s := newTestServer(t)
+	out := s.must(t, "lock", "policy/12345", "--session", "s-81", "--user", "u-7", "--name", "Bob Smith", "--ttl", "90m", "--note", "underwriting review")
+	if !strings.Contains(out, "policy/12345") || !strings.Contains(out, "Bob Smith (u-7)") {
+		t.Errorf("lock printed:\n%s", out)
+	}
+
+	// Flags after the keys or before them: both work.
+	r := s.run(t, "lock", "--session", "s-82", "--name", "Alice", "policy/12345/coverage/2")
+	if r.code != exitLocked {
+		t.Fatalf("second session: exit %d, want %d\nstderr: %s", r.code, exitLocked, r.stderr)
+	}
+	for _, want := range []string{"Bob Smith", "policy/12345", "s-81", "KEY", "HOLDER", "--takeover", "holdfast break"} {
+		if !strings.Contains(r.stderr, want) {
+			t.Errorf("refusal does not mention %q:\n%s", want, r.stderr)
+		}
+	}
+	if hs := s.holders(t, "policy/12345/coverage/2"); len(hs) != 1 || hs[0].Owner.Session != "s-81" {
+		t.Errorf("after the refusal, holders = %+v, want only s-81", hs)
+	}
+
+	ls := s.must(t, "ls")
+	if !strings.Contains(ls, "policy/12345") || !strings.Contains(ls, "Bob Smith (u-7)") || !strings.Contains(ls, "s-81") {
+		t.Errorf("ls:\n%s", ls)
+	}
+	who := s.must(t, "who", "policy/12345/coverage/2")
+	if !strings.Contains(who, "policy/12345/coverage/2 is covered by policy/12345, being edited by Bob Smith (u-7)") ||
+		!strings.Contains(who, "underwriting review") {
+		t.Errorf("who:\n%s", who)
+	}
+
+	s.must(t, "unlock", "policy/12345", "--session", "s-81")
+	if ls := s.must(t, "ls"); strings.TrimSpace(ls) != "No locks." {
+		t.Errorf("ls after unlock:\n%s", ls)
+	}
+	if who := s.must(t, "who", "policy/12345"); !strings.Contains(who, "policy/12345 is free") {
+		t.Errorf("who after unlock:\n%s", who)
+	}
+	s.must(t, "lock", "policy/12345/coverage/2", "--session", "s-82")
+	if hs := s.holders(t, "policy/12345/coverage/2"); len(hs) != 1 || hs[0].Owner.Session != "s-82" {
+		t.Errorf("holders = %+v, want s-82", hs)
+	}
+}
+
+func TestLockJSON(t *testing.T) {
+	t.Parallel()
+	s := newTestServer(t)
+	var res holdfast.AcquireResult
+	if err := json.Unmarshal([]byte(s.must(t, "lock", "order/42", "--session", "s-1", "--shared", "--json")), &res); err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Locks) != 1 || res.Locks[0].Key != "order/42" || res.Locks[0].Mode != holdfast.Shared || res.Locks[0].Token == 0 {
+		t.Errorf("lock --json = %+v", res)
+	}
+}
+
+func TestListAllPagesAndLimit(t *testing.T) {
+	t.Parallel()
+	s := newTestServer(t)
+	// More locks than the largest page, so that ls must follow the cursor.
+	for batch := 0; batch < 2; batch++ {
+		var keys []string
+		for i := 0; i < 600; i++ {
+			keys = append(keys, fmt.Sprintf("doc/%d-%04d", batch, i))
+		}
+		if _, err := s.mgr.Acquire(context.Background(), holdfast.AcquireRequest{Keys: keys, Owner: holdfast.Owner{Session: "bulk"}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var all struct{ Locks []holdfast.Lock }
+	if err := json.Unmarshal([]byte(s.must(t, "ls", "--json")), &all); err != nil {
+		t.Fatal(err)
+	}
+	if len(all.Locks) != 1200 || all.Locks[0].Key != "doc/0-0000" || all.Locks[1199].Key != "doc/1-0599" {
+		t.Errorf("ls --json listed %d locks, want 1200 in key order", len(all.Locks))
+	}
+	table := s.must(t, "ls", "--limit", "3", "--prefix", "doc/1-")
+	lines := strings.Split(strings.TrimSpace(table), "\n")
+	if len(lines) != 4 || !strings.HasPrefix(lines[1], "doc/1-0000 ") || !strings.HasPrefix(lines[3], "doc/1-0002 ") {
+		t.Errorf("ls --limit 3 --prefix doc/1-:\n%s", table)
+	}
+}
+
+func TestBreakRequiresReason(t *testing.T) {
+	t.Parallel()
+	s := newTestServer(t)
+	s.must(t, "lock", "policy/7", "--session", "s-81", "--name", "Bob Smith")
+	r := s.run(t, "break", "policy/7")
+	if r.code != exitUsage || !strings.Contains(r.stderr, "--reason is required") {
+		t.Fatalf("break without --reason: exit %d, stderr %q", r.code, r.stderr)
+	}
+	if hs := s.holders(t, "policy/7"); len(hs) != 1 {
+		t.Fatalf("break without --reason released the lock: %+v", hs)
+	}
+	out := s.must(t, "break", "policy/7", "--reason", "Bob is on leave", "--actor", "alice")
+	if !strings.Contains(out, "Force-released 1 lock") || !strings.Contains(out, "Bob Smith") {
+		t.Errorf("break printed:\n%s", out)
+	}
+	_, err := s.mgr.Verify(context.Background(), holdfast.VerifyRequest{Key: "policy/7", Session: "s-81"})
+	var lost *holdfast.LockLostError
+	if !errors.As(err, &lost) || lost.Reason != holdfast.LostForceReleased || lost.Actor != "alice" || lost.ForceReason != "Bob is on leave" {
+		t.Errorf("the former holder's verify = %v, want lock_lost force_released by alice", err)
+	}
+}
+
+func TestEndSession(t *testing.T) {
+	t.Parallel()
+	s := newTestServer(t)
+	s.must(t, "lock", "a/1", "a/2", "--session", "tab-1")
+	out := s.must(t, "end-session", "tab-1")
+	if !strings.Contains(out, "2 lock(s) released") {
+		t.Errorf("end-session printed:\n%s", out)
+	}
+	if hs := s.holders(t, "a"); len(hs) != 0 {
+		t.Errorf("after end-session, locks below a: %+v", hs)
+	}
+}
+
+func TestUnlockStaleToken(t *testing.T) {
+	t.Parallel()
+	s := newTestServer(t)
+	s.must(t, "lock", "a/1", "--session", "s")
+	lock := s.holders(t, "a/1")[0]
+	r := s.run(t, "unlock", "a/1", "--session", "s", "--fencing-token", fmt.Sprint(lock.Token+1))
+	if r.code != exitLockLost || !strings.Contains(r.stderr, "stale") {
+		t.Fatalf("unlock with a stale token: exit %d, stderr %q", r.code, r.stderr)
+	}
+	if hs := s.holders(t, "a/1"); len(hs) != 1 {
+		t.Fatalf("a stale unlock released the lock")
+	}
+	s.must(t, "unlock", "a/1", "--session", "s", "--fencing-token", fmt.Sprint(lock.Token))
+	if hs := s.holders(t, "a/1"); len(hs) != 0 {
+		t.Fatalf("unlock with the current token left %+v", hs)
+	}
+}
+
+func TestRunHoldsLockAndPropagatesStatus(t *testing.T) {
+	t.Parallel()
+	s := newTestServer(t)
+	seen := filepath.Join(t.TempDir(), "seen.json")
+	// The command looks at the lock from inside, then fails with 7.
+	r := s.run(t, "run", "job/nightly", "--", "sh", "-c",
+		`"$HOLDFAST_BIN" ls --session "$HOLDFAST_SESSION" --json > "$1"; exit 7`, "sh", seen)
+	if r.code != 7 {
+		t.Fatalf("run: exit %d, want the command's 7\nstderr: %s", r.code, r.stderr)
+	}
+	b, err := os.ReadFile(seen)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var during struct{ Locks []holdfast.Lock }
+	if err := json.Unmarshal(b, &during); err != nil {
+		t.Fatalf("%v: %s", err, b)
+	}
+	if len(during.Locks) != 1 || during.Locks[0].Key != "job/nightly" || !strings.Contains(during.Locks[0].Note, "sh -c") {
+		t.Errorf("while the command ran, its session held %+v, want job/nightly", during.Locks)
+	}
+	if hs := s.holders(t, "job/nightly"); len(hs) != 0 {
+		t.Errorf("after run, job/nightly is still held: %+v", hs)
+	}
+	if r := s.run(t, "run", "job/nightly", "--", "true"); r.code != 0 {
+		t.Errorf("run of true: exit %d, stderr %s", r.code, r.stderr)
+	}
+}
+
+func TestRunRefusedWhenLocked(t *testing.T) {
+	t.Parallel()
+	s := newTestServer(t)
+	s.must(t, "lock", "job/nightly", "--session", "ops", "--name", "Carol")
+	ran := filepath.Join(t.TempDir(), "ran")
+	r := s.run(t, "run", "job/nightly", "--", "touch", ran)
+	if r.code != exitLocked || !strings.Contains(r.stderr, "Carol") {
+		t.Fatalf("run over a held lock: exit %d, stderr %s", r.code, r.stderr)
+	}
+	if _, err := os.Stat(ran); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the command ran although the lock was refused (stat: %v)", err)
+	}
+}
+
+// startRun starts "holdfast run" with a command that prints "started" once
+// it runs, and returns when it has.
+func startRun(t *testing.T, s *testServer, args ...string) (*exec.Cmd, *bytes.Buffer) {
+	t.Helper()
+	cmd := s.command(args...)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill() })
+	line, err := bufio.NewReader(stdout).ReadString('\n')
+	if line != "started\n" {
+		cmd.Wait()
+		t.Fatalf("the command did not start: %q, %v\nstderr: %s", line, err, stderr.String())
+	}
+	return cmd, &stderr
+}
+
+func exitOf(t *testing.T, cmd *exec.Cmd) int {
+	t.Helper()
+	err := cmd.Wait()
+	var exitErr *exec.ExitError
+	if err != nil && !errors.As(err, &exitErr) {
+		t.Fatal(err)
+	}
+	return cmd.ProcessState.ExitCode()
+}
+
+func TestRunStopsCommandWhenLockLost(t *testing.T) {
+	t.Parallel()
+	s := newTestServer(t)
+	// A short ttl makes run renew often, so that it learns of the loss
+	// soon; the store's clock stands still, so the lock cannot expire.
+	cmd, stderr := startRun(t, s, "run", "job/import", "--ttl", "300ms", "--", "sh", "-c", "echo started; exec sleep 60")
+	if hs := s.holders(t, "job/import"); len(hs) != 1 {
+		t.Fatalf("while running, holders = %+v", hs)
+	}
+	if _, err := s.mgr.ForceRelease(context.Background(), holdfast.ForceReleaseRequest{
+		Keys: []string{"job/import"}, Reason: "stuck import", Actor: "alice"}); err != nil {
+		t.Fatal(err)
+	}
+	if code := exitOf(t, cmd); code != exitLockLost {
+		t.Errorf("exit %d, want %d", code, exitLockLost)
+	}
+	if !strings.Contains(stderr.String(), "lost the lock") || !strings.Contains(stderr.String(), "stuck import") {
+		t.Errorf("stderr does not say that and why the lock was lost:\n%s", stderr)
+	}
+}
+
+func TestRunForwardsSignals(t *testing.T) {
+	t.Parallel()
+	s := newTestServer(t)
+	cmd, stderr := startRun(t, s, "run", "job/export", "--", "sh", "-c",
+		`trap 'kill $!; exit 42' TERM; echo started; sleep 60 & wait`)
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if code := exitOf(t, cmd); code != 42 {
+		t.Errorf("exit %d, want the command's 42 from its TERM trap\nstderr: %s", code, stderr)
+	}
+	if hs := s.holders(t, "job/export"); len(hs) != 0 {
+		t.Errorf("after an interrupted run, job/export is still held: %+v", hs)
+	}
+}
+
+func TestExitCodes(t *testing.T) {
+	t.Parallel()
+	s := newTestServer(t)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	down := "http://" + ln.Addr().String()
+	ln.Close()
+
+	for _, tc := range []struct {
+		args []string
+		code int
+		want string
+	}{
+		{[]string{}, exitUsage, "Exit codes:"},
+		{[]string{"frobnicate"}, exitUsage, `unknown command "frobnicate"`},
+		{[]string{"lock", "a/1"}, exitUsage, "--session is required"},
+		{[]string{"lock", "a/1", "--session"}, exitUsage, "flag needs an argument"},
+		{[]string{"lock", "a/1", "--session", "s", "--ttl", "soon"}, exitUsage, "invalid value"},
+		{[]string{"run", "a/1"}, exitUsage, "after --"},
+		{[]string{"lock", "-h"}, exitOK, "Example:"},
+		{[]string{"lock", "/bad", "--session", "s"}, exitError, "starts with /"},
+		{[]string{"ls", "--server", down}, exitUnavailable, "unavailable"},
+	} {
+		r := s.run(t, tc.args...)
+		if r.code != tc.code || !strings.Contains(r.stdout+r.stderr, tc.want) {
+			t.Errorf("holdfast %v: exit %d, want %d with %q\nstdout: %s\nstderr: %s", tc.args, r.code, tc.code, tc.want, r.stdout, r.stderr)
+		}
+	}
+}
+
+func TestTokenAndRoles(t *testing.T) {
+	t.Parallel()
+	s := newTestServer(t, server.Token{Role: server.Reader, Secret: "read-only"}, server.Token{Role: server.Client, Secret: "s3cret-app"})
+	if r := s.run(t, "ls"); r.code != exitDenied {
+		t.Errorf("ls without a token: exit %d, want %d\nstderr: %s", r.code, exitDenied, r.stderr)
+	}
+	if r := s.run(t, "ls", "--token", "read-only"); r.code != exitOK {
+		t.Errorf("ls as reader: exit %d\nstderr: %s", r.code, r.stderr)
+	}
+	if r := s.run(t, "lock", "a/1", "--session", "s", "--token", "read-only"); r.code != exitDenied {
+		t.Errorf("lock as reader: exit %d, want %d\nstderr: %s", r.code, exitDenied, r.stderr)
+	}
+	withToken := func(args ...string) *exec.Cmd {
+		cmd := s.command(args...)
+		cmd.Env = append(cmd.Env, "HOLDFAST_TOKEN=s3cret-app")
+		return cmd
+	}
+	if out, err := withToken("lock", "a/1", "--session", "s").CombinedOutput(); err != nil {
+		t.Errorf("lock with HOLDFAST_TOKEN: %v\n%s", err, out)
+	}
+	if out, _ := withToken("lock", "-h").CombinedOutput(); strings.Contains(string(out), "s3cret") {
+		t.Errorf("-h shows the token:\n%s", out)
+	}
+}
+
+func TestVersion(t *testing.T) {
+	t.Parallel()
+	s := newTestServer(t)
+	out := s.must(t, "version")
+	if !strings.HasPrefix(out, "holdfast ") || !strings.Contains(out, "go1.") {
+		t.Errorf("version printed %q", out)
+	}
+}

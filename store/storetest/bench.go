@@ -1,0 +1,72 @@
+package storetest
+
+import (
+	"fmt"
+	"runtime"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/holdfast/holdfast"
+)
+
+// benchGoroutines is how many goroutines each benchmark runs in parallel.
+const benchGoroutines = 64
+
+// Bench measures the Manager's hot paths over the store h opens: an
+// acquire+release cycle, and a heartbeat (the bulk of a lock service's
+// traffic). Each goroutine uses its own session and key, so the figures
+// show the store's cost, not contention on one lock.
+func Bench(b *testing.B, h Harness) {
+	b.Run("AcquireRelease", func(b *testing.B) {
+		m := benchManager(b, h)
+		var ids atomic.Int64
+		b.SetParallelism(max(1, benchGoroutines/runtime.GOMAXPROCS(0)))
+		b.ReportAllocs()
+		b.ResetTimer()
+		b.RunParallel(func(pb *testing.PB) {
+			id := ids.Add(1)
+			o := holdfast.Owner{Session: fmt.Sprintf("bench-%d", id), User: "u-bench"}
+			key := fmt.Sprintf("order/%d", id)
+			for pb.Next() {
+				if _, err := m.Acquire(b.Context(), holdfast.AcquireRequest{Keys: []string{key}, Owner: o}); err != nil {
+					b.Error(err)
+					return
+				}
+				if _, err := m.Release(b.Context(), holdfast.ReleaseRequest{Session: o.Session, Keys: []string{key}}); err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		})
+	})
+	b.Run("Heartbeat", func(b *testing.B) {
+		m := benchManager(b, h)
+		var ids atomic.Int64
+		b.SetParallelism(max(1, benchGoroutines/runtime.GOMAXPROCS(0)))
+		b.ReportAllocs()
+		b.ResetTimer()
+		b.RunParallel(func(pb *testing.PB) {
+			id := ids.Add(1)
+			o := holdfast.Owner{Session: fmt.Sprintf("bench-%d", id), User: "u-bench"}
+			req := holdfast.AcquireRequest{Keys: []string{fmt.Sprintf("order/%d", id)}, Owner: o, IdleTimeout: holdfast.Duration(time.Minute)}
+			if _, err := m.Acquire(b.Context(), req); err != nil {
+				b.Error(err)
+				return
+			}
+			for pb.Next() {
+				if _, err := m.Heartbeat(b.Context(), holdfast.HeartbeatRequest{Session: o.Session}); err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		})
+	})
+}
+
+// benchManager opens a store on the real clock: benchmarks measure, they
+// do not reach expiries.
+func benchManager(b *testing.B, h Harness) *holdfast.Manager {
+	b.Helper()
+	return newManager(b, h.Open(b, time.Now))
+}

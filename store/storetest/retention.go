@@ -1,0 +1,50 @@
+package storetest
+
+import (
+	"time"
+
+	"github.com/holdfast/holdfast"
+)
+
+var retentionCases = []testCase{
+	{"LostLocks", testLostLocksRemembered},
+	{"EndedSessions", testEndedSessionsRemembered},
+}
+
+// API.md: "Ended sessions and lost locks are remembered for at least 24
+// hours". After 23 hours (and a sweep) the reason is still known; a day
+// past the retention, after a sweep, it is gone.
+func testLostLocksRemembered(e *env) {
+	bob := e.grant(exclusive("order/1", owner("bob")))
+	e.forceRelease(holdfast.ForceReleaseRequest{Keys: keys("order/1"), Reason: "stuck", Actor: "alice"})
+	e.advance(23 * time.Hour)
+	e.sweep()
+	le := e.wantLostLock("verify 23 hours later", bob, holdfast.LostForceReleased)
+	if le.Actor != "alice" || le.ForceReason != "stuck" {
+		e.t.Fatalf("actor %q force_reason %q", le.Actor, le.ForceReason)
+	}
+	e.advance(lostRetention + 2*time.Hour)
+	e.sweep()
+	_, err := e.verify("order/1", "s-bob", bob.Token)
+	e.wantLost("verify after the retention", err, holdfast.LostNeverHeld)
+}
+
+func testEndedSessionsRemembered(e *env) {
+	for _, name := range []string{"bob", "carol"} {
+		e.grant(exclusive("order/"+name, owner(name)))
+		if _, err := e.m.EndSession(e.t.Context(), holdfast.EndSessionRequest{Session: "s-" + name}); err != nil {
+			e.t.Fatal(err)
+		}
+	}
+	e.advance(23 * time.Hour)
+	e.sweep()
+	_, err := e.m.Heartbeat(e.t.Context(), holdfast.HeartbeatRequest{Session: "s-bob"})
+	e.wantLost("heartbeat 23 hours after the end", err, holdfast.LostSessionEnded)
+
+	e.advance(lostRetention + 2*time.Hour)
+	e.sweep()
+	hb := e.heartbeat("s-carol") // forgotten: a heartbeat starts it afresh
+	if hb.Session.ID != "s-carol" || hb.Session.Locks != 0 || len(hb.Lost) != 0 {
+		e.t.Fatalf("heartbeat after the retention: %+v lost %+v", hb.Session, hb.Lost)
+	}
+}

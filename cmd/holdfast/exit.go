@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"flag"
 	"fmt"
@@ -18,6 +19,8 @@ const (
 	exitUnavailable = 4
 	exitDenied      = 5
 	exitUsage       = 64
+	// exitInterrupted is what shells report for a process ended by SIGINT.
+	exitInterrupted = 130
 )
 
 // usageError is a mistake in the command line.
@@ -67,6 +70,9 @@ func report(stderr io.Writer, err error) int {
 	case errors.Is(err, holdfast.ErrStaleToken):
 		fmt.Fprintf(stderr, "holdfast: stale fencing token: %s\n", err)
 		return exitLockLost
+	case errors.Is(err, context.Canceled):
+		fmt.Fprintln(stderr, "holdfast: interrupted")
+		return exitInterrupted
 	case errors.Is(err, holdfast.ErrUnavailable):
 		fmt.Fprintf(stderr, "holdfast: %s\n", err)
 		return exitUnavailable

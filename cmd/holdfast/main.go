@@ -37,6 +37,7 @@ Exit codes:
   4   the server or its store is unavailable; retry later
   5   not authenticated or not allowed (check --token)
   64  wrong usage
+  130 interrupted (Ctrl-C)
   "holdfast run" exits with its command's status (128+N if killed by signal N)
 `
 

@@ -219,6 +219,10 @@ func TestServerForceReleaseAndHeartbeat(t *testing.T) {
 	if strings.Join(events, ",") != "acquired,force_released" {
 		t.Errorf("audit events = %v", events)
 	}
+	only, err := e.admin.Audit(ctx, holdfast.AuditQuery{Event: holdfast.EventForceReleased, Since: e.clock.Now().Add(-time.Minute), Limit: 10})
+	if err != nil || len(only.Entries) != 1 || only.Entries[0].Event != holdfast.EventForceReleased {
+		t.Errorf("audit of force_released since a minute ago = %+v, %v", only, err)
+	}
 	if _, err := e.app.Audit(ctx, holdfast.AuditQuery{}); !errors.Is(err, holdfast.ErrForbidden) {
 		t.Errorf("audit with a client token = %v, want ErrForbidden", err)
 	}

@@ -1,0 +1,3 @@
+package pebblestore_test
+
+func crashChild() bool { return false }

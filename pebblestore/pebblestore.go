@@ -1,0 +1,371 @@
+// Package pebblestore is holdfast's embedded durable store: every record is
+// held in memory, where transactions run, and written to a Pebble database
+// in a local directory before any answer that depends on it is given.
+//
+// Writes are group-committed: while one group of commits is written and
+// fsync'd, the next group fills, so many concurrent callers share each
+// fsync and a lone caller pays exactly one. If a write or fsync fails, the
+// store fails closed: every later call returns an error wrapping
+// store.ErrUnavailable until the process reopens the directory, which
+// recovers the last durable state.
+//
+// One process at a time may open a directory. The store serves one node;
+// several servers must share PostgreSQL or etcd instead.
+package pebblestore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2"
+
+	"github.com/holdfast/holdfast/internal/memdb"
+	"github.com/holdfast/holdfast/store"
+)
+
+// Config configures a Store. The zero value is usable.
+type Config struct {
+	// Now is the store's clock; default time.Now.
+	Now func() time.Time
+	// Logger receives open statistics and write failures; default
+	// slog.Default().
+	Logger *slog.Logger
+}
+
+// Store is the embedded durable store.Store.
+type Store struct {
+	mem    *memdb.Engine
+	db     *pebble.DB
+	log    *slog.Logger
+	unlock func() error // releases the directory lock
+
+	mu sync.Mutex
+	// filling collects the commits that the next write will carry;
+	// writing is the group being written now, nil when none.
+	filling *group
+	writing *group
+	encoder changeWriter // used under mu
+	// failed is set once a write failed; it never clears.
+	failed error
+	closed bool
+	wake   chan struct{} // tells the committer that filling has work
+	done   chan struct{} // closed when the committer has exited
+}
+
+// group is a set of commits written in one Pebble batch with one fsync.
+type group struct {
+	batch *pebble.Batch
+	// durable is closed once the batch is fsync'd or has failed; err is
+	// set before.
+	durable chan struct{}
+	err     error
+}
+
+var _ store.Store = (*Store)(nil)
+
+// Open opens (or creates) the store in dir and loads every record.
+func Open(dir string, cfg Config) (*Store, error) {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("pebblestore: %w", err)
+	}
+	unlock, err := lockDir(filepath.Join(dir, "holdfast.lock"))
+	if err != nil {
+		return nil, fmt.Errorf("pebblestore: %s is in use by another process: %w", dir, err)
+	}
+	start := time.Now()
+	db, err := pebble.Open(filepath.Join(dir, "pebble"), &pebble.Options{
+		Logger: pebbleLogger{cfg.Logger},
+	})
+	if err != nil {
+		unlock()
+		return nil, fmt.Errorf("pebblestore: open %s: %w", dir, err)
+	}
+	s := &Store{
+		mem:    memdb.New(cfg.Now),
+		db:     db,
+		log:    cfg.Logger,
+		unlock: unlock,
+		wake:   make(chan struct{}, 1),
+		done:   make(chan struct{}),
+	}
+	if err := s.load(); err != nil {
+		db.Close()
+		unlock()
+		return nil, fmt.Errorf("pebblestore: load %s: %w", dir, err)
+	}
+	locks, sessions, audit := s.mem.Size()
+	s.log.Info("pebblestore: opened", slog.String("dir", dir), slog.Int("locks", locks),
+		slog.Int("sessions", sessions), slog.Int("audit_entries", audit), slog.Duration("took", time.Since(start)))
+	s.filling = s.newGroup()
+	go s.commitLoop()
+	return s, nil
+}
+
+// load reads every record into memory, or refuses a layout it does not
+// know.
+func (s *Store) load() error {
+	v, closer, err := s.db.Get(formatKey)
+	switch {
+	case errors.Is(err, pebble.ErrNotFound):
+		if err := s.db.Set(formatKey, []byte{formatVersion}, pebble.Sync); err != nil {
+			return err
+		}
+	case err != nil:
+		return err
+	default:
+		ok := len(v) == 1 && v[0] == formatVersion
+		closer.Close()
+		if !ok {
+			return fmt.Errorf("data format %v, this build reads %d", v, formatVersion)
+		}
+	}
+	it, err := s.db.NewIter(nil)
+	if err != nil {
+		return err
+	}
+	for it.First(); it.Valid(); it.Next() {
+		if err := s.restore(it.Key(), it.Value()); err != nil {
+			it.Close()
+			return fmt.Errorf("record %q: %w", it.Key(), err)
+		}
+	}
+	return it.Close()
+}
+
+func (s *Store) restore(key, value []byte) error {
+	c := memdb.Change{}
+	var err error
+	switch key[0] {
+	case prefixLock:
+		c.Kind = memdb.KindLock
+		c.Lock, err = decodeLock(value)
+	case prefixSession:
+		c.Kind = memdb.KindSession
+		c.Session, err = decodeSession(value)
+	case prefixAggregate:
+		c.Kind = memdb.KindAggregate
+		c.Aggregate, err = decodeAggregate(value)
+	case prefixLost:
+		c.Kind = memdb.KindLost
+		c.Lost, err = decodeLost(value)
+	case prefixAudit:
+		c.Kind = memdb.KindAudit
+		c.Audit, err = decodeAudit(value)
+	case prefixCounter:
+		if len(key) != 2 || len(value) != 8 {
+			return errCorrupt
+		}
+		c.Kind = memdb.KindCounter
+		c.Counter = memdb.Counter(key[1])
+		c.Value = beUint64(value)
+	case prefixMeta:
+		return nil
+	default:
+		return errCorrupt
+	}
+	if err != nil {
+		return err
+	}
+	s.mem.Restore(c)
+	return nil
+}
+
+func (s *Store) newGroup() *group {
+	return &group{batch: s.db.NewBatch(), durable: make(chan struct{})}
+}
+
+// Update runs fn against the in-memory state, then waits until the group
+// holding its commit, or holding the state it read, is durable.
+func (s *Store) Update(ctx context.Context, fn func(store.Tx) error) error {
+	if err := s.usable(ctx); err != nil {
+		return err
+	}
+	var wait *group
+	err := s.mem.Update(fn, func(changes []memdb.Change) { wait = s.enqueue(changes) })
+	if werr := s.waitDurable(wait); werr != nil {
+		return werr
+	}
+	return err
+}
+
+// View runs fn against the in-memory state and waits until what it read is
+// durable, so no answer rests on a write that a crash could still undo.
+func (s *Store) View(ctx context.Context, fn func(store.ReadTx) error) error {
+	if err := s.usable(ctx); err != nil {
+		return err
+	}
+	var wait *group
+	err := s.mem.View(fn, func() { wait = s.enqueue(nil) })
+	if werr := s.waitDurable(wait); werr != nil {
+		return werr
+	}
+	return err
+}
+
+// enqueue adds a commit's changes to the filling group and returns the
+// group whose durability the caller must wait for (nil: all is durable).
+// It runs under the engine's lock, so groups follow commit order.
+func (s *Store) enqueue(changes []memdb.Change) *group {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.unusableLocked(); err != nil {
+		return finished(err)
+	}
+	g := s.filling
+	if len(changes) == 0 {
+		// Only reads: the state read is whatever was committed last.
+		if g.batch.Empty() {
+			return s.writing
+		}
+		return g
+	}
+	for _, c := range changes {
+		if err := s.encoder.write(g.batch, c); err != nil {
+			// The batch is in memory; this cannot fail short of a bug.
+			s.failLocked(fmt.Errorf("encode change: %w", err))
+			return g
+		}
+	}
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+	return g
+}
+
+func (s *Store) waitDurable(g *group) error {
+	if g == nil {
+		return nil
+	}
+	<-g.durable
+	return g.err
+}
+
+// commitLoop writes the filling group whenever it has work: it swaps in an
+// empty group, writes and fsyncs the full one, and wakes its waiters. It
+// exits once the store is closed (after writing what was pending) or a
+// write has failed.
+func (s *Store) commitLoop() {
+	defer close(s.done)
+	for {
+		_, open := <-s.wake
+		for s.commitFilling() {
+		}
+		s.mu.Lock()
+		stop := !open || s.failed != nil
+		if stop {
+			s.finishLocked(s.filling)
+		}
+		s.mu.Unlock()
+		if stop {
+			return
+		}
+	}
+}
+
+// commitFilling writes the filling group and reports whether it wrote one.
+func (s *Store) commitFilling() bool {
+	s.mu.Lock()
+	g := s.filling
+	if s.failed != nil || g.batch.Empty() {
+		s.mu.Unlock()
+		return false
+	}
+	s.filling, s.writing = s.newGroup(), g
+	s.mu.Unlock()
+
+	err := g.batch.Commit(pebble.Sync)
+	g.batch.Close()
+
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.writing = nil
+	if err != nil {
+		s.failLocked(err)
+	}
+	g.err = s.failed
+	close(g.durable)
+	return err == nil
+}
+
+// failLocked makes the store fail closed from now on.
+func (s *Store) failLocked(err error) {
+	if s.failed != nil {
+		return
+	}
+	s.failed = fmt.Errorf("pebblestore: write failed, restart to recover from disk: %w: %v", store.ErrUnavailable, err)
+	s.log.Error("pebblestore: write failed; failing closed", slog.Any("error", err))
+}
+
+// finishLocked releases the waiters of a group that will never be written.
+func (s *Store) finishLocked(g *group) {
+	g.err = s.failed
+	if g.err == nil {
+		g.err = errClosed
+	}
+	g.batch.Close()
+	close(g.durable)
+}
+
+var errClosed = fmt.Errorf("pebblestore: closed: %w", store.ErrUnavailable)
+
+func (s *Store) usable(ctx context.Context) error {
+	s.mu.Lock()
+	err := s.unusableLocked()
+	s.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	return ctx.Err()
+}
+
+func (s *Store) unusableLocked() error {
+	switch {
+	case s.failed != nil:
+		return s.failed
+	case s.closed:
+		return errClosed
+	}
+	return nil
+}
+
+// finished is a group that is already over, with err.
+func finished(err error) *group {
+	g := &group{durable: make(chan struct{}), err: err}
+	close(g.durable)
+	return g
+}
+
+// Ping fails once a write has failed or the store is closed.
+func (s *Store) Ping(ctx context.Context) error { return s.usable(ctx) }
+
+// Close writes what is pending, then closes the database and releases the
+// directory.
+func (s *Store) Close() error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil
+	}
+	s.closed = true
+	close(s.wake)
+	s.mu.Unlock()
+	<-s.done
+	err := s.db.Close()
+	if uerr := s.unlock(); err == nil {
+		err = uerr
+	}
+	if err != nil {
+		return fmt.Errorf("pebblestore: close: %w", err)
+	}
+	return nil
+}

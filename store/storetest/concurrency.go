@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/holdfast/holdfast"
 )
@@ -18,11 +19,13 @@ var concurrencyCases = []testCase{
 // that random requests collide often and across levels.
 var concurrencyKeys = []string{"page/1", "page/1/s/1", "page/1/s/2", "page/1/s/2/p/1", "page/2", "page/2/s/1", "page/3"}
 
-// Workers acquire, release, renew, end sessions and force-release at
-// random while a checker lists every lock, over and over, and requires
-// that no two sessions ever hold conflicting live locks. Every grant's
-// token must be above every token granted before the request began, unless
-// the session already held that key with that token (re-entrance).
+// Workers acquire, release, renew, heartbeat, end sessions and
+// force-release at random, moving the clock as they go so that locks
+// expire and idle sessions end in the middle of it all, while a checker
+// lists every lock, over and over, and requires that no two sessions ever
+// hold conflicting live locks. Every grant's token must be above every
+// token granted before the request began, unless the session already held
+// that key with that token (re-entrance).
 func testRandomOperations(e *env) {
 	const workers, ops = 8, 300
 	var (
@@ -85,14 +88,18 @@ func testRandomOperations(e *env) {
 			ctx := e.t.Context()
 			pick := func() string { return concurrencyKeys[r.IntN(len(concurrencyKeys))] }
 			for range ops {
+				e.advance(200 * time.Millisecond)
 				switch p := r.IntN(100); {
 				case p < 50:
-					req := holdfast.AcquireRequest{Keys: keys(pick()), Owner: o}
+					req := holdfast.AcquireRequest{Keys: keys(pick()), Owner: o, TTL: holdfast.Duration(time.Duration(5+r.IntN(60)) * time.Second)}
 					if r.IntN(2) == 0 {
 						req.Keys = append(req.Keys, pick())
 					}
 					if r.IntN(2) == 0 {
 						req.Mode = holdfast.Shared
+					}
+					if r.IntN(4) == 0 {
+						req.IdleTimeout = holdfast.Duration(20 * time.Second)
 					}
 					before := maxToken.Load()
 					res, err := e.m.Acquire(ctx, req)
@@ -117,10 +124,16 @@ func testRandomOperations(e *env) {
 						return
 					}
 					delete(held, k)
-				case p < 85:
+				case p < 78:
 					_, err := e.m.Renew(ctx, holdfast.RenewRequest{Session: o.Session})
 					if err != nil && !errors.Is(err, holdfast.ErrLockLost) {
 						fail("Renew: %v", err)
+						return
+					}
+				case p < 85:
+					_, err := e.m.Heartbeat(ctx, holdfast.HeartbeatRequest{Session: o.Session})
+					if err != nil && !errors.Is(err, holdfast.ErrLockLost) {
+						fail("Heartbeat: %v", err)
 						return
 					}
 				case p < 95:

@@ -2,6 +2,7 @@ package storetest
 
 import (
 	"github.com/holdfast/holdfast"
+	"slices"
 )
 
 var hierarchyCases = []testCase{
@@ -124,7 +125,7 @@ func testAggregateCycleRefused(e *env) {
 		e.t.Fatal(err)
 	}
 	want := []holdfast.Aggregate{{Member: "asset/1", Root: "lease/1"}, {Member: "lease/1", Root: "contract/1"}}
-	if !equalAggregates(list.Aggregates, want) {
+	if !slices.Equal(list.Aggregates, want) {
 		e.t.Fatalf("after refused cycles: %+v, want %+v", list.Aggregates, want)
 	}
 	if l := e.grant(exclusive("asset/1", owner("bob"))); l.Key != "contract/1" {
@@ -161,7 +162,7 @@ func testAggregateListByRoot(e *env) {
 		e.t.Fatal(err)
 	}
 	want := []holdfast.Aggregate{{Member: "asset/10", Root: "lease/3"}, {Member: "asset/9", Root: "lease/3"}}
-	if !equalAggregates(list.Aggregates, want) {
+	if !slices.Equal(list.Aggregates, want) {
 		e.t.Fatalf("Aggregates(lease/3) = %+v, want %+v", list.Aggregates, want)
 	}
 	all, err := e.m.Aggregates(e.t.Context(), "")
@@ -169,7 +170,7 @@ func testAggregateListByRoot(e *env) {
 		e.t.Fatal(err)
 	}
 	want = []holdfast.Aggregate{{Member: "asset/10", Root: "lease/3"}, {Member: "asset/11", Root: "lease/4"}, {Member: "asset/9", Root: "lease/3"}}
-	if !equalAggregates(all.Aggregates, want) {
+	if !slices.Equal(all.Aggregates, want) {
 		e.t.Fatalf("Aggregates() = %+v, want %+v", all.Aggregates, want)
 	}
 }
@@ -190,16 +191,4 @@ func testReleaseByMember(e *env) {
 func readBack(l holdfast.Lock) holdfast.Lock {
 	l.RequestedKey = l.Key
 	return l
-}
-
-func equalAggregates(a, b []holdfast.Aggregate) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }

@@ -1,6 +1,7 @@
 package storetest
 
 import (
+	"slices"
 	"time"
 
 	"github.com/holdfast/holdfast"
@@ -142,7 +143,7 @@ func testSessionsListing(e *env) {
 		return out
 	}
 	all := e.sessions(holdfast.SessionQuery{})
-	if got := ids(all); !equalStrings(got, []string{"s-a", "s-b1", "s-b2", "s-carol"}) {
+	if got := ids(all); !slices.Equal(got, []string{"s-a", "s-b1", "s-b2", "s-carol"}) {
 		e.t.Fatalf("sessions: %v", got)
 	}
 	expires := holdfast.Time(e.now().Add(idle))
@@ -157,33 +158,21 @@ func testSessionsListing(e *env) {
 			e.t.Fatalf("session %d: %+v, want %+v", i, all[i], w)
 		}
 	}
-	if got := ids(e.sessions(holdfast.SessionQuery{User: "u-bob"})); !equalStrings(got, []string{"s-b1", "s-b2"}) {
+	if got := ids(e.sessions(holdfast.SessionQuery{User: "u-bob"})); !slices.Equal(got, []string{"s-b1", "s-b2"}) {
 		e.t.Fatalf("user u-bob: %v", got)
 	}
 	page, err := e.m.Sessions(e.t.Context(), holdfast.SessionQuery{Limit: 3})
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	if got := ids(page.Sessions); !equalStrings(got, []string{"s-a", "s-b1", "s-b2"}) || page.Next == nil {
+	if got := ids(page.Sessions); !slices.Equal(got, []string{"s-a", "s-b1", "s-b2"}) || page.Next == nil {
 		e.t.Fatalf("first page of 3: %v next %v", got, page.Next)
 	}
 	page, err = e.m.Sessions(e.t.Context(), holdfast.SessionQuery{Limit: 3, After: *page.Next})
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	if got := ids(page.Sessions); !equalStrings(got, []string{"s-carol"}) || page.Next != nil {
+	if got := ids(page.Sessions); !slices.Equal(got, []string{"s-carol"}) || page.Next != nil {
 		e.t.Fatalf("second page of 3: %v next %v", got, page.Next)
 	}
-}
-
-func equalStrings(a, b []string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }

@@ -34,12 +34,16 @@ func (e *env) idleAcquire(key string, o holdfast.Owner) holdfast.Lock {
 // Nothing sweeps here: the idle session's locks are free to the next
 // acquire as soon as its idle deadline passes.
 func testIdleTimeoutFreesLocks(e *env) {
-	e.idleAcquire("order/1", owner("bob"))
+	bob := e.idleAcquire("order/1", owner("bob"))
 	e.advance(idle - time.Second)
 	e.refused(exclusive("order/1", owner("carol")))
 	e.advance(2 * time.Second)
 	carol := e.grant(exclusive("order/1", owner("carol")))
 	wantLocks(e.t, "after the idle timeout", e.locks(holdfast.LockQuery{Key: "order/1"}), []holdfast.Lock{carol})
+	_, err := e.m.Heartbeat(e.t.Context(), holdfast.HeartbeatRequest{Session: "s-bob"})
+	le := e.wantLost("late heartbeat of the idle session", err, holdfast.LostSessionExpired)
+	wantLocks(e.t, "released by the idle timeout", le.Released, []holdfast.Lock{bob})
+	e.wantLostLock("late verify of the idle session", bob, holdfast.LostSessionExpired)
 }
 
 func testHeartbeatKeepsAlive(e *env) {

@@ -1,8 +1,9 @@
 package storetest
 
 import (
-	"github.com/holdfast/holdfast"
 	"slices"
+
+	"github.com/holdfast/holdfast"
 )
 
 var hierarchyCases = []testCase{

@@ -1,6 +1,7 @@
 package storetest
 
 import (
+	"fmt"
 	"slices"
 	"time"
 
@@ -100,6 +101,20 @@ func testLocksPagination(e *env) {
 		q.After = *page.Next
 	}
 	wantLocks(e.t, "pages", got, want)
+
+	// API.md: limit defaults to 100.
+	many := make([]string, 150)
+	for i := range many {
+		many[i] = fmt.Sprintf("order/%03d", i)
+	}
+	e.acquire(holdfast.AcquireRequest{Keys: many, Owner: owner("frank")})
+	page, err := e.m.Locks(e.t.Context(), holdfast.LockQuery{Prefix: "order"})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	if len(page.Locks) != 100 || page.Next == nil || page.Locks[99].Key != "order/099" {
+		e.t.Fatalf("no limit: %d locks, next %v; want the first 100 and a cursor", len(page.Locks), page.Next)
+	}
 }
 
 // An expired lock is free (API.md: "free to any other session at once"),

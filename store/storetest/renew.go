@@ -155,6 +155,14 @@ func testVerifyLostReasons(e *env) {
 		e.grant(req)
 		e.wantLostLock("verify after takeover", old, holdfast.LostTakenOver)
 	})
+	e.t.Run("SessionEnded", func(t *testing.T) {
+		e := ctx(t)
+		bob := e.grant(exclusive("order/1", owner("bob")))
+		if _, err := e.m.EndSession(t.Context(), holdfast.EndSessionRequest{Session: "s-bob"}); err != nil {
+			t.Fatal(err)
+		}
+		e.wantLostLock("verify after the session ended", bob, holdfast.LostSessionEnded)
+	})
 	e.t.Run("NeverHeld", func(t *testing.T) {
 		e := ctx(t)
 		e.grant(exclusive("order/1", owner("carol")))

@@ -83,6 +83,12 @@ func testAnyRequestIsActivity(e *env) {
 			e.wantLive("verify", l[0])
 		},
 		"Release": func(e *env) { e.release("s-bob", "order/9") },
+		// A refused acquire takes no lock, but it is a request of the
+		// session all the same.
+		"RefusedAcquire": func(e *env) {
+			e.grant(exclusive("order/8", owner("carol")))
+			e.refused(exclusive("order/8", owner("bob")))
+		},
 	}
 	for name, request := range requests {
 		e.t.Run(name, func(t *testing.T) {

@@ -44,6 +44,8 @@ type Store struct {
 	db     *pebble.DB
 	log    *slog.Logger
 	unlock func() error // releases the directory lock
+	// commit writes and fsyncs one group; tests make it fail.
+	commit func(*pebble.Batch) error
 
 	mu sync.Mutex
 	// filling collects the commits that the next write will carry;
@@ -94,6 +96,7 @@ func Open(dir string, cfg Config) (*Store, error) {
 		db:     db,
 		log:    cfg.Logger,
 		unlock: unlock,
+		commit: func(b *pebble.Batch) error { return b.Commit(pebble.Sync) },
 		wake:   make(chan struct{}, 1),
 		done:   make(chan struct{}),
 	}
@@ -283,7 +286,7 @@ func (s *Store) commitFilling() bool {
 	s.filling, s.writing = s.newGroup(), g
 	s.mu.Unlock()
 
-	err := g.batch.Commit(pebble.Sync)
+	err := s.commit(g.batch)
 	g.batch.Close()
 
 	s.mu.Lock()

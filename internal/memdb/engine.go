@@ -27,8 +27,8 @@ type Engine struct {
 	// mu serializes write transactions and excludes readers from them.
 	mu sync.RWMutex
 
-	locks        *btree.BTreeG[pairItem] // (key, session)
-	locksBySess  *btree.BTreeG[pairItem] // (session, key)
+	locks        *btree.BTreeG[pairItem]    // (key, session)
+	locksBySess  *btree.BTreeG[*store.Lock] // (session, key)
 	locksByExpry *btree.BTreeG[expiryItem]
 
 	sessions     map[string]*store.Session
@@ -56,7 +56,7 @@ func New(now func() time.Time) *Engine {
 	e := &Engine{
 		now:          now,
 		locks:        btree.NewG(btreeDegree, lessPair),
-		locksBySess:  btree.NewG(btreeDegree, lessPair),
+		locksBySess:  btree.NewG(btreeDegree, lessBySession),
 		locksByExpry: btree.NewG(btreeDegree, lessExpiry),
 		sessions:     make(map[string]*store.Session),
 		liveSessions: btree.NewG(btreeDegree, lessSession),
@@ -230,15 +230,14 @@ func (e *Engine) getLock(key, session string) *store.Lock {
 
 func (e *Engine) putLock(l *store.Lock) *store.Lock {
 	old, had := e.locks.ReplaceOrInsert(pairItem{a: l.Key, b: l.Session, lock: l})
-	e.locksBySess.ReplaceOrInsert(pairItem{a: l.Session, b: l.Key, lock: l})
+	e.locksBySess.ReplaceOrInsert(l)
 	if had {
-		if !old.lock.ExpiresAt.Equal(l.ExpiresAt) {
-			e.locksByExpry.Delete(expiryItem{at: old.lock.ExpiresAt, key: l.Key, session: l.Session})
-		}
-		e.locksByExpry.ReplaceOrInsert(expiryItem{at: l.ExpiresAt, key: l.Key, session: l.Session, lock: l})
+		e.locksByExpry.Delete(expiryOf(old.lock))
+	}
+	e.locksByExpry.ReplaceOrInsert(expiryOf(l))
+	if had {
 		return old.lock
 	}
-	e.locksByExpry.ReplaceOrInsert(expiryItem{at: l.ExpiresAt, key: l.Key, session: l.Session, lock: l})
 	return nil
 }
 
@@ -247,8 +246,8 @@ func (e *Engine) deleteLock(key, session string) *store.Lock {
 	if !had {
 		return nil
 	}
-	e.locksBySess.Delete(pairItem{a: session, b: key})
-	e.locksByExpry.Delete(expiryItem{at: old.lock.ExpiresAt, key: key, session: session})
+	e.locksBySess.Delete(old.lock)
+	e.locksByExpry.Delete(expiryOf(old.lock))
 	return old.lock
 }
 

@@ -12,8 +12,7 @@ import (
 // immutable once stored: a Put stores a new record, so a pointer handed to
 // the durable layer or kept in the undo log never changes under it.
 
-// pairItem orders locks by (key, session) in the primary index and by
-// (session, key) in the session index.
+// pairItem orders locks by (key, session) in the primary index.
 type pairItem struct {
 	a, b string
 	lock *store.Lock
@@ -26,21 +25,45 @@ func lessPair(x, y pairItem) bool {
 	return x.b < y.b
 }
 
-// expiryItem orders locks by (ExpiresAt, key, session).
+// expiryItem orders locks by (ExpiresAt, key, session). It is three words,
+// not a copy of the fields, because every lock has one and a million locks
+// must fit in little memory; ties, rare, compare through the pointer.
 type expiryItem struct {
-	at           time.Time
-	key, session string
-	lock         *store.Lock
+	sec  int64
+	nsec int32
+	lock *store.Lock
+}
+
+func expiryOf(l *store.Lock) expiryItem {
+	return expiryItem{sec: l.ExpiresAt.Unix(), nsec: int32(l.ExpiresAt.Nanosecond()), lock: l}
+}
+
+// expiresBy reports whether the item's expiry is at or before t.
+func (it expiryItem) expiresBy(t time.Time) bool {
+	sec := t.Unix()
+	return it.sec < sec || (it.sec == sec && it.nsec <= int32(t.Nanosecond()))
 }
 
 func lessExpiry(x, y expiryItem) bool {
-	if c := x.at.Compare(y.at); c != 0 {
-		return c < 0
+	if x.sec != y.sec {
+		return x.sec < y.sec
 	}
-	if x.key != y.key {
-		return x.key < y.key
+	if x.nsec != y.nsec {
+		return x.nsec < y.nsec
 	}
-	return x.session < y.session
+	if x.lock.Key != y.lock.Key {
+		return x.lock.Key < y.lock.Key
+	}
+	return x.lock.Session < y.lock.Session
+}
+
+// lessBySession orders locks by (session, key) in the session index, which
+// holds bare pointers to stay small.
+func lessBySession(x, y *store.Lock) bool {
+	if x.Session != y.Session {
+		return x.Session < y.Session
+	}
+	return x.Key < y.Key
 }
 
 // sessionItem orders live sessions by id.

@@ -61,11 +61,11 @@ func (r reader) locksOn(key string, fn func(store.Lock) bool) bool {
 
 func (r reader) SessionLocks(session string) ([]store.Lock, error) {
 	var out []store.Lock
-	r.e.locksBySess.AscendGreaterOrEqual(pairItem{a: session}, func(it pairItem) bool {
-		if it.a != session {
+	r.e.locksBySess.AscendGreaterOrEqual(&store.Lock{Session: session}, func(l *store.Lock) bool {
+		if l.Session != session {
 			return false
 		}
-		out = append(out, *it.lock)
+		out = append(out, *l)
 		return true
 	})
 	return out, nil
@@ -74,7 +74,7 @@ func (r reader) SessionLocks(session string) ([]store.Lock, error) {
 func (r reader) ExpiredLocks(now time.Time, limit int) ([]store.Lock, error) {
 	var out []store.Lock
 	r.e.locksByExpry.Ascend(func(it expiryItem) bool {
-		if it.at.After(now) || (limit > 0 && len(out) >= limit) {
+		if !it.expiresBy(now) || (limit > 0 && len(out) >= limit) {
 			return false
 		}
 		out = append(out, *it.lock)
@@ -105,8 +105,9 @@ func (r reader) Locks(q store.LockQuery) ([]store.Lock, error) {
 		return q.Limit <= 0 || len(out) < q.Limit
 	}
 	if q.Session != "" {
-		r.e.locksBySess.AscendGreaterOrEqual(pairItem{a: q.Session, b: max(q.Prefix, q.AfterKey)}, func(it pairItem) bool {
-			return it.a == q.Session && visit(it.lock)
+		pivot := &store.Lock{Session: q.Session, Key: max(q.Prefix, q.AfterKey)}
+		r.e.locksBySess.AscendGreaterOrEqual(pivot, func(l *store.Lock) bool {
+			return l.Session == q.Session && visit(l)
 		})
 		return out, nil
 	}

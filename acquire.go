@@ -123,6 +123,11 @@ func (o *op) acquire(req AcquireRequest) (*AcquireResult, error) {
 	var takenOver []Lock
 	if len(conflicts) > 0 {
 		if !req.Takeover || !sameUser(me.User, conflicts) {
+			// A refused acquire takes nothing, but it is the session's
+			// activity all the same.
+			if _, _, err := o.touch(me.Session); err != nil {
+				return nil, err
+			}
 			return nil, &LockedError{Conflicts: conflicts, Message: lockedMessage(conflicts, o.now)}
 		}
 		for _, c := range conflicts {

@@ -1,6 +1,9 @@
 package holdfast
 
-import "sync"
+import (
+	"strings"
+	"sync"
+)
 
 // subscriberBuffer is how far a subscriber may fall behind before it is
 // dropped (its channel closed) and must resume from the audit log.
@@ -48,7 +51,7 @@ func (e *events) publish(entries []AuditEntry) {
 	defer e.mu.Unlock()
 	for s := range e.subs {
 		for _, en := range entries {
-			if s.prefix != "" && !Covers(s.prefix, en.Lock.Key) {
+			if !strings.HasPrefix(en.Lock.Key, s.prefix) {
 				continue
 			}
 			select {

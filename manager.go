@@ -52,8 +52,8 @@ func (m *Manager) Ping(ctx context.Context) error {
 	return nil
 }
 
-// Subscribe delivers every audit entry committed from now on whose key is
-// prefix or below it ("" for all). The channel is closed when cancel is
+// Subscribe delivers every audit entry committed from now on whose key
+// starts with prefix ("" for all), like the prefix of a lock listing. The channel is closed when cancel is
 // called or when the subscriber falls too far behind; resume from the last
 // seen entry's ID with Audit.
 func (m *Manager) Subscribe(prefix string) (entries <-chan AuditEntry, cancel func()) {
@@ -64,21 +64,36 @@ func (m *Manager) Subscribe(prefix string) (entries <-chan AuditEntry, cancel fu
 // publishes the audit entries it wrote.
 func (m *Manager) update(ctx context.Context, name string, fn func(o *op) error) error {
 	start := time.Now()
-	var published []AuditEntry
+	var (
+		published []AuditEntry
+		refusal   error
+	)
 	err := m.store.Update(ctx, func(tx store.Tx) error {
 		o := newOp(m, tx)
-		if err := fn(o); err != nil {
-			return err
+		refusal = fn(o)
+		if refusal != nil && !isRefusal(refusal) {
+			return refusal
 		}
+		// A refusal is an answer, not a failure: what the operation wrote
+		// before refusing (the session's activity, the removal of records
+		// found expired) is true either way and is kept.
 		published = o.audit
 		return nil
 	})
 	err = classify(err)
 	if err == nil {
 		m.events.publish(published)
+		err = refusal
 	}
 	m.observe(name, start, err)
 	return err
+}
+
+// isRefusal reports whether err is a decision about the request (locked,
+// lost, stale) rather than a reason to abort the transaction. Operations
+// only refuse before they write anything the refusal would contradict.
+func isRefusal(err error) bool {
+	return errors.Is(err, ErrLocked) || errors.Is(err, ErrLockLost) || errors.Is(err, ErrStaleToken)
 }
 
 // view runs fn in a read-only store transaction.

@@ -1,9 +1,6 @@
 package holdfast
 
-import (
-	"strings"
-	"sync"
-)
+import "sync"
 
 // subscriberBuffer is how far a subscriber may fall behind before it is
 // dropped (its channel closed) and must resume from the audit log.
@@ -51,7 +48,7 @@ func (e *events) publish(entries []AuditEntry) {
 	defer e.mu.Unlock()
 	for s := range e.subs {
 		for _, en := range entries {
-			if !strings.HasPrefix(en.Lock.Key, s.prefix) {
+			if !UnderPrefix(s.prefix, en.Lock.Key) {
 				continue
 			}
 			select {

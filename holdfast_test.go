@@ -146,3 +146,23 @@ func TestErrorsMatchSentinels(t *testing.T) {
 		t.Errorf("a store failure classifies as %v, want ErrUnavailable", got)
 	}
 }
+
+func TestUnderPrefix(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		prefix, key string
+		want        bool
+	}{
+		{"", "policy/1", true},
+		{"policy", "policy/1", true},
+		{"policy/", "policy/1", true},
+		{"policy", "policy", true},
+		{"policy", "policyholder/1", false},
+		{"policy/", "policyholder/1", false},
+		{"order/42", "order/420", false},
+	} {
+		if got := UnderPrefix(c.prefix, c.key); got != c.want {
+			t.Errorf("UnderPrefix(%q, %q) = %v, want %v", c.prefix, c.key, got, c.want)
+		}
+	}
+}

@@ -80,3 +80,17 @@ func validateSession(field, s string) error {
 	}
 	return nil
 }
+
+// UnderPrefix reports whether key is prefix or below it in the key
+// hierarchy; a trailing "/" on prefix is ignored and "" matches every key.
+// Listings and event streams filter with it, so "policy" never matches
+// "policyholder/1".
+func UnderPrefix(prefix, key string) bool {
+	if prefix == "" {
+		return true
+	}
+	if len(prefix) > 1 && prefix[len(prefix)-1] == '/' {
+		prefix = prefix[:len(prefix)-1]
+	}
+	return Covers(prefix, key)
+}

@@ -273,6 +273,10 @@ func (m *Manager) Locks(ctx context.Context, q LockQuery) (*LockPage, error) {
 
 // listLocks collects up to want live locks, skipping dead records.
 func (o *readOp) listLocks(q store.LockQuery, want int) ([]store.Lock, error) {
+	prefix := q.Prefix
+	if len(prefix) > 1 && prefix[len(prefix)-1] == '/' {
+		q.Prefix = prefix[:len(prefix)-1] // the store's prefix is a string prefix
+	}
 	var out []store.Lock
 	for len(out) < want {
 		q.Limit = want - len(out)
@@ -281,6 +285,9 @@ func (o *readOp) listLocks(q store.LockQuery, want int) ([]store.Lock, error) {
 			return nil, err
 		}
 		for _, l := range batch {
+			if !UnderPrefix(prefix, l.Key) {
+				continue
+			}
 			if why, err := o.deadReason(l); err != nil {
 				return nil, err
 			} else if why == "" {
@@ -303,7 +310,7 @@ func (o *readOp) related(key string, q LockQuery, afterKey, afterSession string)
 	var ferr error
 	err := o.rtx.Related(key, func(l store.Lock) bool {
 		switch {
-		case q.Prefix != "" && !strings.HasPrefix(l.Key, q.Prefix),
+		case !UnderPrefix(q.Prefix, l.Key),
 			q.Session != "" && l.Session != q.Session,
 			q.User != "" && l.User != q.User,
 			afterKey != "" && (l.Key < afterKey || l.Key == afterKey && l.Session <= afterSession):

@@ -52,8 +52,8 @@ func (m *Manager) Ping(ctx context.Context) error {
 	return nil
 }
 
-// Subscribe delivers every audit entry committed from now on whose key
-// starts with prefix ("" for all), like the prefix of a lock listing. The channel is closed when cancel is
+// Subscribe delivers every audit entry committed from now on whose key is
+// under prefix ("" for all; see UnderPrefix). The channel is closed when cancel is
 // called or when the subscriber falls too far behind; resume from the last
 // seen entry's ID with Audit.
 func (m *Manager) Subscribe(prefix string) (entries <-chan AuditEntry, cancel func()) {

@@ -87,7 +87,8 @@ type VerifyResult struct {
 }
 
 // LockQuery selects locks for GET /v1/locks. Key lists the locks that
-// conflict-check against it; Prefix, Session and User filter.
+// conflict-check against it; Prefix (keys under it, see UnderPrefix),
+// Session and User filter.
 type LockQuery struct {
 	Key     string
 	Prefix  string

@@ -1,6 +1,7 @@
 package pebblestore
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
 )
@@ -10,7 +11,9 @@ import (
 type pebbleLogger struct{ log *slog.Logger }
 
 func (l pebbleLogger) Infof(format string, args ...any) {
-	l.log.Debug("pebble: " + fmt.Sprintf(format, args...))
+	if l.log.Enabled(context.Background(), slog.LevelDebug) {
+		l.log.Debug("pebble: " + fmt.Sprintf(format, args...))
+	}
 }
 
 func (l pebbleLogger) Errorf(format string, args ...any) {

@@ -341,10 +341,15 @@ func (e *Engine) getAudit(id uint64) *store.AuditEntry {
 }
 
 func (e *Engine) putAudit(a *store.AuditEntry) *store.AuditEntry {
-	old := e.deleteAudit(a.ID)
-	e.audit.ReplaceOrInsert(auditItem{id: a.ID, entry: a})
+	old, had := e.audit.ReplaceOrInsert(auditItem{id: a.ID, entry: a})
+	if had {
+		e.auditByAt.Delete(auditAtItem{at: old.entry.At, id: a.ID})
+	}
 	e.auditByAt.ReplaceOrInsert(auditAtItem{at: a.At, id: a.ID, entry: a})
-	return old
+	if had {
+		return old.entry
+	}
+	return nil
 }
 
 func (e *Engine) deleteAudit(id uint64) *store.AuditEntry {

@@ -90,6 +90,7 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 			}
 		case e, ok := <-entries:
 			if !ok {
+				s.log.DebugContext(ctx, "event stream fell behind; catching up from the audit log", "after", st.last)
 				cancel()
 				entries, cancel = s.mgr.Subscribe(prefix)
 				if err := s.replay(ctx, prefix, st); err != nil {

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -49,6 +50,11 @@ type options struct {
 	maxBodyBytes int64
 	eventPing    time.Duration
 	types        map[string]holdfast.TypePolicy
+	// timeouts for the http.Server, to check event streams outlive them
+	readTimeout, writeTimeout time.Duration
+	// tinySocketBuffers makes a client that stops reading block the
+	// server's writes quickly.
+	tinySocketBuffers bool
 }
 
 // harness is a real server over a real Manager and memstore.
@@ -61,6 +67,7 @@ type harness struct {
 	clock   *clock
 	logs    *syncBuffer
 	httpSrv *httptest.Server
+	tiny    *tinyBufferListener
 }
 
 func defaultTokens() []server.Token {
@@ -90,12 +97,19 @@ func newHarness(t *testing.T, opts options) *harness {
 	srv, err := server.New(server.Config{
 		Manager: mgr, Tokens: opts.tokens, Anonymous: opts.anonymous, Metrics: metrics,
 		MaxBodyBytes: opts.maxBodyBytes, EventPing: opts.eventPing, Logger: log,
+		ReadTimeout: opts.readTimeout, WriteTimeout: opts.writeTimeout,
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
+	h := &harness{t: t, srv: srv, mgr: mgr, store: st, clock: clk, logs: logs}
 	hs := httptest.NewUnstartedServer(srv)
 	hs.Config = srv.HTTPServer()
+	if opts.tinySocketBuffers {
+		tiny := &tinyBufferListener{Listener: hs.Listener}
+		hs.Listener = tiny
+		h.tiny = tiny
+	}
 	hs.Start()
 	t.Cleanup(func() {
 		srv.CloseStreams()
@@ -103,7 +117,8 @@ func newHarness(t *testing.T, opts options) *harness {
 		mgr.Close()
 		st.Close()
 	})
-	return &harness{t: t, url: hs.URL, srv: srv, mgr: mgr, store: st, clock: clk, logs: logs, httpSrv: hs}
+	h.url, h.httpSrv = hs.URL, hs
+	return h
 }
 
 // response is an answer with its body decoded loosely, to check the wire
@@ -257,4 +272,31 @@ func (s *syncBuffer) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.String()
+}
+
+// tinyBufferListener shrinks the send buffer of every connection it
+// accepts until widen is called.
+type tinyBufferListener struct {
+	net.Listener
+	mu    sync.Mutex
+	conns []*net.TCPConn
+}
+
+func (l *tinyBufferListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if tc, ok := c.(*net.TCPConn); ok {
+		tc.SetWriteBuffer(1024)
+		l.mu.Lock()
+		l.conns = append(l.conns, tc)
+		l.mu.Unlock()
+	}
+	return c, err
+}
+
+func (l *tinyBufferListener) widen() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, c := range l.conns {
+		c.SetWriteBuffer(1 << 20)
+	}
 }

@@ -51,7 +51,7 @@ func (h *harness) stream(query, lastEventID string) *eventStream {
 	go func() {
 		defer close(s.done)
 		defer res.Body.Close()
-	sc := bufio.NewScanner(res.Body)
+		sc := bufio.NewScanner(res.Body)
 		var e sseEvent
 		for sc.Scan() {
 			line := sc.Text()

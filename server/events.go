@@ -69,13 +69,13 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 	h.Set("Content-Type", "text/event-stream")
 	h.Set("Cache-Control", "no-cache")
 	h.Set("X-Accel-Buffering", "no")
+	s.metrics.streams.Inc()
+	defer s.metrics.streams.Dec()
 	w.WriteHeader(http.StatusOK)
 	if err := st.flushPending(); err != nil {
 		return
 	}
 
-	s.metrics.streams.Inc()
-	defer s.metrics.streams.Dec()
 	ping := time.NewTicker(s.cfg.EventPing)
 	defer ping.Stop()
 	for {

@@ -1,0 +1,184 @@
+package server_test
+
+import (
+	"encoding/json"
+	"os"
+	"sort"
+	"strings"
+	"testing"
+)
+
+func TestHealthAndReadiness(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, options{})
+	if got := h.want(h.call("GET", "/healthz", "", nil), 200); got["status"] != "ok" {
+		t.Errorf("healthz = %v", got)
+	}
+	if got := h.want(h.call("GET", "/readyz", "", nil), 200); got["status"] != "ready" {
+		t.Errorf("readyz = %v", got)
+	}
+
+	h.store.Close()
+	r := h.call("GET", "/readyz", "", nil)
+	wantError(t, r, 503, "unavailable", "")
+	if r.header.Get("Retry-After") == "" {
+		t.Error("503 without Retry-After")
+	}
+	// Fail closed: lock requests are refused the same way.
+	r = h.call("POST", "/v1/locks/acquire", clientToken, acquireBody("s1", "policy/1"))
+	wantError(t, r, 503, "unavailable", "")
+	if r.header.Get("Retry-After") == "" {
+		t.Error("503 without Retry-After")
+	}
+	if got := h.want(h.call("GET", "/healthz", "", nil), 200); got["status"] != "ok" {
+		t.Errorf("healthz with the store down = %v", got)
+	}
+}
+
+func TestMetrics(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, options{})
+	h.post("/v1/locks/acquire", acquireBody("s1", "policy/1"), 200)
+	h.want(h.call("POST", "/v1/locks/acquire", clientToken, acquireBody("s2", "policy/1")), 423)
+	h.want(h.call("GET", "/nowhere", "", nil), 404)
+	h.stream("", "")
+
+	r := h.call("GET", "/metrics", readerToken, nil)
+	if r.status != 200 || !strings.HasPrefix(r.header.Get("Content-Type"), "text/plain") {
+		t.Fatalf("metrics: %d %s", r.status, r.header.Get("Content-Type"))
+	}
+	text := string(r.raw)
+	for _, want := range []string{
+		`holdfast_http_requests_total{code="200",method="POST",route="/v1/locks/acquire"} 1`,
+		`holdfast_http_requests_total{code="423",method="POST",route="/v1/locks/acquire"} 1`,
+		`holdfast_http_requests_total{code="404",method="GET",route="unmatched"} 1`,
+		`holdfast_http_request_duration_seconds_count{method="POST",route="/v1/locks/acquire"} 2`,
+		`holdfast_operations_total{op="acquire",outcome="ok"} 1`,
+		`holdfast_operations_total{op="acquire",outcome="locked"} 1`,
+		`holdfast_operation_duration_seconds_count{op="acquire"} 2`,
+		`holdfast_event_streams 1`,
+		`go_goroutines `,
+	} {
+		if !strings.Contains(text, want) {
+			t.Errorf("metrics lack %s", want)
+		}
+	}
+	if strings.Contains(text, "/nowhere") {
+		t.Error("unknown paths became label values")
+	}
+}
+
+func TestOpenAPIMatchesRoutes(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, options{})
+	r := h.call("GET", "/openapi.json", "", nil)
+	var doc struct {
+		OpenAPI string                                `json:"openapi"`
+		Paths   map[string]map[string]json.RawMessage `json:"paths"`
+	}
+	if err := json.Unmarshal(r.raw, &doc); err != nil {
+		t.Fatal(err)
+	}
+	if doc.OpenAPI != "3.1.0" {
+		t.Errorf("openapi = %q, want 3.1.0", doc.OpenAPI)
+	}
+	var documented []string
+	for path, ops := range doc.Paths {
+		for method := range ops {
+			documented = append(documented, strings.ToUpper(method)+" "+path)
+		}
+	}
+	sort.Strings(documented)
+	served := h.srv.Routes()
+	if strings.Join(documented, "\n") != strings.Join(served, "\n") {
+		t.Fatalf("the document and the router differ\ndocumented:\n%s\nserved:\n%s", strings.Join(documented, "\n"), strings.Join(served, "\n"))
+	}
+	// And the router really answers each of them.
+	for _, rt := range served {
+		method, path, _ := strings.Cut(rt, " ")
+		if status, code := authCall(t, h, method, path, adminToken); status == 404 && code == "not_found" {
+			t.Errorf("%s is documented and listed but not routed", rt)
+		}
+	}
+}
+
+func TestOpenAPIReferencesResolve(t *testing.T) {
+	t.Parallel()
+	raw, err := os.ReadFile("openapi.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc any
+	if err := json.Unmarshal(raw, &doc); err != nil {
+		t.Fatal(err)
+	}
+	var walk func(v any)
+	walk = func(v any) {
+		switch v := v.(type) {
+		case map[string]any:
+			if ref, ok := v["$ref"].(string); ok {
+				target := doc
+				for _, part := range strings.Split(strings.TrimPrefix(ref, "#/"), "/") {
+					m, ok := target.(map[string]any)
+					if !ok || m[part] == nil {
+						t.Errorf("$ref %s does not resolve", ref)
+						return
+					}
+					target = m[part]
+				}
+			}
+			for _, x := range v {
+				walk(x)
+			}
+		case []any:
+			for _, x := range v {
+				walk(x)
+			}
+		}
+	}
+	walk(doc)
+}
+
+func TestConsolePlaceholder(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, options{})
+	r := h.call("GET", "/", "", nil)
+	if r.status != 200 || !strings.HasPrefix(r.header.Get("Content-Type"), "text/html") || !strings.Contains(string(r.raw), "not built yet") {
+		t.Fatalf("GET / = %d %s", r.status, r.raw)
+	}
+}
+
+func TestRequestLogs(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, options{})
+	h.post("/v1/locks/acquire", acquireBody("s1", "policy/1"), 200)
+	h.call("GET", "/v1/admin/audit", readerToken, nil)
+
+	var found, forbidden bool
+	for _, line := range strings.Split(strings.TrimSpace(h.logs.String()), "\n") {
+		var rec map[string]any
+		if err := json.Unmarshal([]byte(line), &rec); err != nil {
+			t.Fatalf("log line %q: %v", line, err)
+		}
+		if rec["msg"] != "request" {
+			continue
+		}
+		if rec["method"] == "POST" && rec["route"] == "/v1/locks/acquire" && rec["status"] == 200.0 {
+			found = true
+			if _, ok := rec["duration"]; !ok {
+				t.Errorf("request log without duration: %s", line)
+			}
+		}
+		if rec["route"] == "/v1/admin/audit" && rec["status"] == 403.0 {
+			forbidden = true
+		}
+	}
+	if !found || !forbidden {
+		t.Errorf("request logs missing (acquire %v, forbidden audit %v):\n%s", found, forbidden, h.logs.String())
+	}
+	for _, secret := range []string{clientToken, readerToken, "Bearer"} {
+		if strings.Contains(h.logs.String(), secret) {
+			t.Errorf("logs contain %q", secret)
+		}
+	}
+}

@@ -16,6 +16,7 @@ import (
 	"github.com/holdfast/holdfast"
 	"github.com/holdfast/holdfast/internal/config"
 	"github.com/holdfast/holdfast/memstore"
+	"github.com/holdfast/holdfast/pebblestore"
 	"github.com/holdfast/holdfast/server"
 	"github.com/holdfast/holdfast/store"
 )
@@ -147,33 +148,23 @@ func serve(ctx context.Context, hs *http.Server, cfg config.Config, log *slog.Lo
 // openStore opens the store a DSN names; closing it is the caller's last
 // step, after the Manager has stopped.
 func openStore(dsn string, log *slog.Logger) (store.Store, func() error, error) {
+	if dsn == "memory:" {
+		log.Warn("in-memory store: nothing survives a restart and no other server sees these locks")
+		st := memstore.New(memstore.Config{})
+		return st, st.Close, nil
+	}
 	if scheme, _, ok := strings.Cut(dsn, "://"); ok {
 		switch scheme {
 		case "postgres", "postgresql", "redis", "rediss", "etcd":
 			return nil, nil, fmt.Errorf("store %s://…: not supported yet; use a directory for the embedded store", scheme)
-		case "memory":
-			return openMemory(log)
 		default:
 			return nil, nil, fmt.Errorf("store %s://…: unknown kind of store (want a directory, postgres://, redis:// or etcd://)", scheme)
 		}
 	}
-	if dsn == "memory:" {
-		return openMemory(log)
+	st, err := pebblestore.Open(dsn, pebblestore.Config{Logger: log})
+	if err != nil {
+		return nil, nil, fmt.Errorf("opening the embedded store in %s: %w", dsn, err)
 	}
-	if err := os.MkdirAll(dsn, 0o750); err != nil {
-		return nil, nil, fmt.Errorf("store directory: %w", err)
-	}
-	// The embedded durable store is not in the tree yet; until it is, the
-	// directory is created but locks live in memory only, and the log says
-	// so on every start.
-	log.Warn("the embedded durable store is not available yet: locks are kept in memory and lost on restart", "store", dsn)
-	st := memstore.New(memstore.Config{})
-	return st, st.Close, nil
-}
-
-func openMemory(log *slog.Logger) (store.Store, func() error, error) {
-	log.Warn("in-memory store: nothing survives a restart and other servers cannot see these locks")
-	st := memstore.New(memstore.Config{})
 	return st, st.Close, nil
 }
 

@@ -38,7 +38,8 @@ type Config struct {
 	// Listen is the address to serve on.
 	Listen string `toml:"listen"`
 	// Store is the DSN of the lock store: a directory for the embedded
-	// store, or postgres://, redis://, etcd:// URLs.
+	// durable store, "memory:" for a throwaway in-memory one, or (not yet
+	// supported) postgres://, redis://, etcd:// URLs.
 	Store string `toml:"store"`
 	// Tokens are "role:token" pairs (HOLDFAST_TOKENS: comma separated).
 	// There is no flag, so that secrets never show in a process listing.

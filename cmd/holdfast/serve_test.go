@@ -1,0 +1,206 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// servedProcess is the real holdfast binary running "serve".
+type servedProcess struct {
+	cmd  *exec.Cmd
+	url  string
+	logs chan map[string]any // every JSON log line, after the address
+	done chan error
+}
+
+const (
+	serveClientToken = "client-tok"
+	serveAdminToken  = "admin-tok"
+	// serveWait bounds waits that would otherwise hang a broken test.
+	serveWait = 30 * time.Second
+)
+
+// runServe starts holdfast serve on a free loopback port over dir and
+// returns once it has logged the address it listens on.
+func runServe(t *testing.T, dir string) *servedProcess {
+	t.Helper()
+	cmd := exec.Command(binary, "serve", "--listen", "127.0.0.1:0", "--store", dir, "--log-format", "json", "--shutdown-timeout", "20s")
+	cmd.Env = append(os.Environ(), "HOLDFAST_CONFIG=", "HOLDFAST_LISTEN=", "HOLDFAST_STORE=",
+		"HOLDFAST_TOKENS=client:"+serveClientToken+",admin:"+serveAdminToken)
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	p := &servedProcess{cmd: cmd, logs: make(chan map[string]any, 1000), done: make(chan error, 1)}
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		<-p.done
+	})
+	addr := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(stderr)
+		for sc.Scan() {
+			var rec map[string]any
+			if json.Unmarshal(sc.Bytes(), &rec) != nil {
+				rec = map[string]any{"msg": sc.Text()}
+			}
+			if rec["msg"] == "listening" {
+				addr <- rec["addr"].(string)
+			}
+			select {
+			case p.logs <- rec:
+			default:
+			}
+		}
+		io.Copy(io.Discard, stderr)
+		p.done <- cmd.Wait()
+	}()
+	select {
+	case a := <-addr:
+		p.url = "http://" + a
+	case err := <-p.done:
+		p.done <- err
+		t.Fatalf("holdfast serve exited before listening: %v", err)
+	case <-time.After(serveWait):
+		t.Fatal("holdfast serve did not log its address")
+	}
+	return p
+}
+
+func (p *servedProcess) post(t *testing.T, path, token, body string) (int, map[string]any) {
+	t.Helper()
+	req, _ := http.NewRequest("POST", p.url+path, strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	var out map[string]any
+	if err := json.NewDecoder(res.Body).Decode(&out); err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+	return res.StatusCode, out
+}
+
+// stop sends SIGTERM and returns the exit error.
+func (p *servedProcess) stop(t *testing.T) error {
+	t.Helper()
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-p.done:
+		p.done <- err
+		return err
+	case <-time.After(serveWait):
+		t.Fatal("holdfast serve did not exit after SIGTERM")
+		return nil
+	}
+}
+
+func TestServeBinary(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	p := runServe(t, dir)
+
+	const bob = `{"keys": ["policy/12345"], "owner": {"session": "s-81", "name": "Bob Smith"}}`
+	const alice = `{"keys": ["policy/12345"], "owner": {"session": "s-99", "name": "Alice"}}`
+	if status, _ := p.post(t, "/v1/locks/acquire", "", bob); status != 401 {
+		t.Fatalf("acquire without a token: %d, want 401", status)
+	}
+	status, got := p.post(t, "/v1/locks/acquire", serveClientToken, bob)
+	if status != 200 {
+		t.Fatalf("acquire: %d %v", status, got)
+	}
+	status, got = p.post(t, "/v1/locks/acquire", serveClientToken, alice)
+	if status != 423 || !strings.Contains(got["error"].(map[string]any)["message"].(string), "Bob Smith") {
+		t.Fatalf("contended acquire: %d %v, want 423 naming Bob Smith", status, got)
+	}
+	status, got = p.post(t, "/v1/locks/release", serveClientToken, `{"session": "s-81", "keys": ["policy/12345"]}`)
+	if status != 200 || len(got["released"].([]any)) != 1 {
+		t.Fatalf("release: %d %v", status, got)
+	}
+	if status, got = p.post(t, "/v1/locks/acquire", serveClientToken, alice); status != 200 {
+		t.Fatalf("acquire after release: %d %v", status, got)
+	}
+
+	// An open event stream must not hold shutdown up.
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, "GET", p.url+"/v1/events", nil)
+	req.Header.Set("Authorization", "Bearer "+serveAdminToken)
+	stream, err := http.DefaultClient.Do(req)
+	if err != nil || stream.StatusCode != 200 {
+		t.Fatalf("events: %v %v", err, stream)
+	}
+	defer stream.Body.Close()
+
+	if err := p.stop(t); err != nil {
+		t.Fatalf("exit after SIGTERM: %v", err)
+	}
+	if _, err := io.Copy(io.Discard, stream.Body); err != nil && !errors.Is(err, io.ErrUnexpectedEOF) {
+		t.Logf("event stream ended with %v", err)
+	}
+	var stopped bool
+	for len(p.logs) > 0 {
+		if rec := <-p.logs; rec["msg"] == "stopped" {
+			stopped = true
+		}
+	}
+	if !stopped {
+		t.Error(`no "stopped" log line: the shutdown was not graceful`)
+	}
+
+	// The embedded store kept Alice's lock across the restart.
+	p = runServe(t, dir)
+	status, got = p.post(t, "/v1/locks/acquire", serveClientToken, bob)
+	if status != 423 {
+		t.Fatalf("after restart: %d %v, want 423 (Alice's lock is durable)", status, got)
+	}
+	if err := p.stop(t); err != nil {
+		t.Fatalf("exit after SIGTERM: %v", err)
+	}
+}
+
+func TestServeRefusesOpenNonLoopback(t *testing.T) {
+	t.Parallel()
+	cmd := exec.Command(binary, "serve", "--listen", "0.0.0.0:0", "--store", t.TempDir())
+	cmd.Env = append(os.Environ(), "HOLDFAST_TOKENS=", "HOLDFAST_CONFIG=")
+	out, err := cmd.CombinedOutput()
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) || exit.ExitCode() == 0 {
+		t.Fatalf("serve without tokens on 0.0.0.0: %v, want a failure\n%s", err, out)
+	}
+	if !strings.Contains(string(out), "loopback") {
+		t.Errorf("the refusal does not say why:\n%s", out)
+	}
+}
+
+func TestServeRefusesUnsupportedStores(t *testing.T) {
+	t.Parallel()
+	for _, dsn := range []string{"postgres://localhost/holdfast", "redis://localhost:6379", "etcd://localhost:2379"} {
+		cmd := exec.Command(binary, "serve", "--listen", "127.0.0.1:0", "--store", dsn)
+		cmd.Env = append(os.Environ(), "HOLDFAST_TOKENS=", "HOLDFAST_CONFIG=")
+		out, err := cmd.CombinedOutput()
+		if err == nil || !strings.Contains(string(out), "not supported yet") {
+			t.Errorf("--store %s: %v\n%s", dsn, err, out)
+		}
+	}
+}

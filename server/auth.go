@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"crypto/subtle"
 	"fmt"
+	"net"
 	"net/http"
 	"strings"
 
@@ -108,7 +109,15 @@ func newAuthenticator(tokens []Token, anonymous bool) *authenticator {
 
 // authorize returns nil when r may use a route that needs role need.
 func (a *authenticator) authorize(r *http.Request, need Role) error {
-	if need == public || a.anonymous {
+	if need == public {
+		return nil
+	}
+	if a.anonymous {
+		// A web page can make a browser send requests to loopback; a
+		// host name other than loopback's means DNS rebinding.
+		if !loopbackHost(r.Host) {
+			return &statusError{sentinel: holdfast.ErrForbidden, msg: "without tokens, requests must name a loopback host"}
+		}
 		return nil
 	}
 	have, ok := a.role(r)
@@ -148,3 +157,16 @@ type statusError struct {
 
 func (e *statusError) Error() string        { return e.msg }
 func (e *statusError) Is(target error) bool { return target == e.sentinel }
+
+// loopbackHost reports whether a Host header names the loopback interface.
+func loopbackHost(hostport string) bool {
+	host, _, err := net.SplitHostPort(hostport)
+	if err != nil {
+		host = strings.Trim(hostport, "[]")
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}

@@ -167,6 +167,30 @@ func TestAnonymousOnlyWhenAllowed(t *testing.T) {
 	open.want(open.call("POST", "/v1/admin/force-release", "", validBodies["/v1/admin/force-release"]), 200)
 	open.want(open.call("GET", "/v1/admin/audit", "", nil), 200)
 
+	// DNS rebinding: a page on evil.example resolving to 127.0.0.1.
+	req, _ := http.NewRequest("GET", open.url+"/v1/locks", nil)
+	req.Host = "evil.example:7070"
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	if res.StatusCode != 403 {
+		t.Errorf("anonymous request for another host name: status %d, want 403", res.StatusCode)
+	}
+	for _, host := range []string{"localhost:7070", "127.0.0.1", "[::1]:7070"} {
+		req, _ := http.NewRequest("GET", open.url+"/v1/locks", nil)
+		req.Host = host
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res.Body.Close()
+		if res.StatusCode != 200 {
+			t.Errorf("anonymous request for host %s: status %d, want 200", host, res.StatusCode)
+		}
+	}
+
 	closed := newHarness(t, options{tokens: []server.Token{}})
 	wantError(t, closed.call("GET", "/v1/locks", "", nil), 401, "unauthenticated", "")
 

@@ -16,15 +16,14 @@ import (
 	"github.com/holdfast/holdfast"
 )
 
-// readBody reads a JSON request body of at most limit bytes. It refuses
-// other content types, which also keeps plain HTML forms on other sites
-// from posting to a server that accepts anonymous requests on loopback.
+// readBody reads a JSON request body of at most limit bytes. It wants
+// Content-Type application/json, which a web page on another site cannot
+// send without the browser asking first: that keeps forms and no-cors
+// fetches from posting to a server that accepts anonymous requests.
 func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, error) {
-	if ct := r.Header.Get("Content-Type"); ct != "" {
-		mt, _, err := mime.ParseMediaType(ct)
-		if err != nil || mt != "application/json" {
-			return nil, invalidf("Content-Type", "request bodies must be application/json")
-		}
+	mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
+	if err != nil || mt != "application/json" {
+		return nil, invalidf("Content-Type", "request bodies must be sent with Content-Type: application/json")
 	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
 	if err != nil {

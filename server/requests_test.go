@@ -66,6 +66,18 @@ func TestJSONOnly(t *testing.T) {
 	if res.StatusCode != 400 {
 		t.Fatalf("form post: status %d, want 400", res.StatusCode)
 	}
+	// No Content-Type at all (what a no-cors fetch of a Blob sends) is
+	// refused too.
+	req, _ = http.NewRequest("POST", h.url+"/v1/sessions/end", strings.NewReader(`{"session": "s"}`))
+	req.Header.Set("Authorization", "Bearer "+clientToken)
+	res, err = http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	if res.StatusCode != 400 {
+		t.Fatalf("no content type: status %d, want 400", res.StatusCode)
+	}
 	// A charset parameter is fine.
 	req, _ = http.NewRequest("POST", h.url+"/v1/sessions/end", strings.NewReader(`{"session": "s"}`))
 	req.Header.Set("Content-Type", "application/json; charset=utf-8")

@@ -198,7 +198,7 @@ func TestListAllPagesAndLimit(t *testing.T) {
 	for batch := 0; batch < 2; batch++ {
 		var keys []string
 		for i := 0; i < 600; i++ {
-			keys = append(keys, fmt.Sprintf("doc/%d-%04d", batch, i))
+			keys = append(keys, fmt.Sprintf("doc/%d/%04d", batch, i))
 		}
 		if _, err := s.mgr.Acquire(context.Background(), holdfast.AcquireRequest{Keys: keys, Owner: holdfast.Owner{Session: "bulk"}}); err != nil {
 			t.Fatal(err)
@@ -208,13 +208,13 @@ func TestListAllPagesAndLimit(t *testing.T) {
 	if err := json.Unmarshal([]byte(s.must(t, "ls", "--json")), &all); err != nil {
 		t.Fatal(err)
 	}
-	if len(all.Locks) != 1200 || all.Locks[0].Key != "doc/0-0000" || all.Locks[1199].Key != "doc/1-0599" {
+	if len(all.Locks) != 1200 || all.Locks[0].Key != "doc/0/0000" || all.Locks[1199].Key != "doc/1/0599" {
 		t.Errorf("ls --json listed %d locks, want 1200 in key order", len(all.Locks))
 	}
-	table := s.must(t, "ls", "--limit", "3", "--prefix", "doc/1-")
+	table := s.must(t, "ls", "--limit", "3", "--prefix", "doc/1")
 	lines := strings.Split(strings.TrimSpace(table), "\n")
-	if len(lines) != 4 || !strings.HasPrefix(lines[1], "doc/1-0000 ") || !strings.HasPrefix(lines[3], "doc/1-0002 ") {
-		t.Errorf("ls --limit 3 --prefix doc/1-:\n%s", table)
+	if len(lines) != 4 || !strings.HasPrefix(lines[1], "doc/1/0000 ") || !strings.HasPrefix(lines[3], "doc/1/0002 ") {
+		t.Errorf("ls --limit 3 --prefix doc/1:\n%s", table)
 	}
 }
 

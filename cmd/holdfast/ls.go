@@ -32,7 +32,7 @@ func (c *listCommand) Run(ctx context.Context, args []string) error {
 	var conn connection
 	conn.register(fs)
 	var q holdfast.LockQuery
-	fs.StringVar(&q.Prefix, "prefix", "", "only keys that start with P")
+	fs.StringVar(&q.Prefix, "prefix", "", "only P and the keys below it (policy lists policy/1, not policyholder/1)")
 	fs.StringVar(&q.Session, "session", "", "only locks of session S")
 	fs.StringVar(&q.User, "user", "", "only locks of user U")
 	limit := fs.Int("limit", 0, "list at most N locks (default: all)")

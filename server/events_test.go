@@ -20,7 +20,7 @@ type sseEvent struct {
 
 // eventStream is a live /v1/events connection.
 type eventStream struct {
-	t      *testing.T
+	t      testing.TB
 	events chan sseEvent
 	cancel context.CancelFunc
 	done   chan struct{} // closed when the server ends the stream

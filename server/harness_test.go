@@ -59,7 +59,7 @@ type options struct {
 
 // harness is a real server over a real Manager and memstore.
 type harness struct {
-	t       *testing.T
+	t       testing.TB
 	url     string
 	srv     *server.Server
 	mgr     *holdfast.Manager
@@ -78,7 +78,7 @@ func defaultTokens() []server.Token {
 	}
 }
 
-func newHarness(t *testing.T, opts options) *harness {
+func newHarness(t testing.TB, opts options) *harness {
 	t.Helper()
 	if opts.tokens == nil && !opts.anonymous {
 		opts.tokens = defaultTokens()

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/holdfast/holdfast"
@@ -24,7 +25,9 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 	q := newQuery(r.URL.Query(), "prefix")
 	prefix := q.str("prefix")
 	if q.err == nil && prefix != "" {
-		if err := holdfast.ValidateKey(prefix); err != nil {
+		// A trailing "/" is allowed: the prefix is a point in the key
+		// hierarchy (see holdfast.UnderPrefix), like a listing's.
+		if err := holdfast.ValidateKey(strings.TrimSuffix(prefix, "/")); err != nil {
 			q.err = invalidf("prefix", "prefix: "+err.Error())
 		}
 	}

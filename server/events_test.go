@@ -164,7 +164,8 @@ func TestEventsResumeFromLastEventID(t *testing.T) {
 	first := list(t, h.get("/v1/admin/audit?limit=1", 200), "entries")
 	firstID := uint64(at(t, first, 0, "id").(float64))
 
-	s := h.stream("?prefix=doc", strconv.FormatUint(firstID, 10))
+	// A trailing "/" names the same subtree as "doc".
+	s := h.stream("?prefix=doc/", strconv.FormatUint(firstID, 10))
 	h.post("/v1/locks/acquire", acquireBody("s1", "doc/4"), 200)
 	var keys []string
 	last := firstID

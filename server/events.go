@@ -27,7 +27,8 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 	if q.err == nil && prefix != "" {
 		// A trailing "/" is allowed: the prefix is a point in the key
 		// hierarchy (see holdfast.UnderPrefix), like a listing's.
-		if err := holdfast.ValidateKey(strings.TrimSuffix(prefix, "/")); err != nil {
+		prefix = strings.TrimSuffix(prefix, "/")
+		if err := holdfast.ValidateKey(prefix); err != nil {
 			q.err = invalidf("prefix", "prefix: "+err.Error())
 		}
 	}

@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"reflect"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -255,58 +254,4 @@ func TestConcurrentWritersAllDurable(t *testing.T) {
 	if got := len(readAll(t, s).Locks); got != writers*each {
 		t.Fatalf("%d locks after reopen, want %d", got, writers*each)
 	}
-}
-
-// BenchmarkUpdate runs acquire-like and release-like transactions from 64
-// goroutines, each on its own key, every one waiting for its fsync.
-func BenchmarkUpdate(b *testing.B) {
-	s := open(b, b.TempDir(), nil)
-	defer s.Close()
-	ctx := context.Background()
-	var next atomic.Int64
-	b.SetParallelism(64)
-	b.ReportAllocs()
-	b.ResetTimer()
-	b.RunParallel(func(pb *testing.PB) {
-		id := next.Add(1)
-		key, session := fmt.Sprintf("order/%d", id), fmt.Sprintf("session-%d", id)
-		for pb.Next() {
-			if err := s.Update(ctx, func(tx store.Tx) error { return acquire(tx, key, session) }); err != nil {
-				b.Fatal(err)
-			}
-			if err := s.Update(ctx, func(tx store.Tx) error { return release(tx, key, session) }); err != nil {
-				b.Fatal(err)
-			}
-		}
-	})
-}
-
-func acquire(tx store.Tx, key, session string) error {
-	blocked := false
-	if err := tx.Related(key, func(l store.Lock) bool { blocked = l.Session != session; return !blocked }); err != nil || blocked {
-		return fmt.Errorf("blocked: %v", err)
-	}
-	tok, err := tx.NextToken()
-	if err != nil {
-		return err
-	}
-	now := tx.Now()
-	l := store.Lock{Key: key, Session: session, User: "u-1", Name: "Bob Smith", Token: tok, AcquiredAt: now, ExpiresAt: now.Add(time.Hour)}
-	if err := tx.PutLock(l); err != nil {
-		return err
-	}
-	_, err = tx.AppendAudit(store.AuditEntry{At: now, Event: "acquired", Lock: l})
-	return err
-}
-
-func release(tx store.Tx, key, session string) error {
-	l, ok, err := tx.Lock(key, session)
-	if err != nil || !ok {
-		return fmt.Errorf("not held: %v", err)
-	}
-	if err := tx.DeleteLock(key, session); err != nil {
-		return err
-	}
-	_, err = tx.AppendAudit(store.AuditEntry{At: tx.Now(), Event: "released", Lock: l})
-	return err
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/holdfast/holdfast"
+	"github.com/holdfast/holdfast/store"
 )
 
 // benchGoroutines is how many goroutines each benchmark runs in parallel.
@@ -15,9 +16,31 @@ const benchGoroutines = 64
 
 // Bench measures the Manager's hot paths over the store h opens: an
 // acquire+release cycle, and a heartbeat (the bulk of a lock service's
-// traffic). Each goroutine uses its own session and key, so the figures
+// traffic), and the store alone running acquire- and release-shaped
+// transactions. Each goroutine uses its own session and key, so the figures
 // show the store's cost, not contention on one lock.
 func Bench(b *testing.B, h Harness) {
+	b.Run("StoreUpdate", func(b *testing.B) {
+		s := h.Open(b, time.Now)
+		var ids atomic.Int64
+		b.SetParallelism(max(1, benchGoroutines/runtime.GOMAXPROCS(0)))
+		b.ReportAllocs()
+		b.ResetTimer()
+		b.RunParallel(func(pb *testing.PB) {
+			id := ids.Add(1)
+			key, session := fmt.Sprintf("order/%d", id), fmt.Sprintf("bench-%d", id)
+			for pb.Next() {
+				if err := s.Update(b.Context(), func(tx store.Tx) error { return rawAcquire(tx, key, session) }); err != nil {
+					b.Error(err)
+					return
+				}
+				if err := s.Update(b.Context(), func(tx store.Tx) error { return rawRelease(tx, key, session) }); err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		})
+	})
 	b.Run("AcquireRelease", func(b *testing.B) {
 		m := benchManager(b, h)
 		var ids atomic.Int64
@@ -69,4 +92,36 @@ func Bench(b *testing.B, h Harness) {
 func benchManager(b *testing.B, h Harness) *holdfast.Manager {
 	b.Helper()
 	return newManager(b, h.Open(b, time.Now))
+}
+
+// rawAcquire writes what an acquire writes, without the Manager.
+func rawAcquire(tx store.Tx, key, session string) error {
+	blocked := false
+	if err := tx.Related(key, func(l store.Lock) bool { blocked = l.Session != session; return !blocked }); err != nil || blocked {
+		return fmt.Errorf("blocked: %v", err)
+	}
+	tok, err := tx.NextToken()
+	if err != nil {
+		return err
+	}
+	now := tx.Now()
+	l := store.Lock{Key: key, Session: session, User: "u-1", Name: "Bob Smith", Token: tok, AcquiredAt: now, ExpiresAt: now.Add(time.Hour)}
+	if err := tx.PutLock(l); err != nil {
+		return err
+	}
+	_, err = tx.AppendAudit(store.AuditEntry{At: now, Event: "acquired", Lock: l})
+	return err
+}
+
+// rawRelease writes what a release writes, without the Manager.
+func rawRelease(tx store.Tx, key, session string) error {
+	l, ok, err := tx.Lock(key, session)
+	if err != nil || !ok {
+		return fmt.Errorf("not held: %v", err)
+	}
+	if err := tx.DeleteLock(key, session); err != nil {
+		return err
+	}
+	_, err = tx.AppendAudit(store.AuditEntry{At: tx.Now(), Event: "released", Lock: l})
+	return err
 }

@@ -22,68 +22,65 @@ const benchGoroutines = 64
 func Bench(b *testing.B, h Harness) {
 	b.Run("StoreUpdate", func(b *testing.B) {
 		s := h.Open(b, time.Now)
-		var ids atomic.Int64
-		b.SetParallelism(max(1, benchGoroutines/runtime.GOMAXPROCS(0)))
-		b.ReportAllocs()
-		b.ResetTimer()
-		b.RunParallel(func(pb *testing.PB) {
-			id := ids.Add(1)
+		parallel(b, func(id int64) (func() error, error) {
 			key, session := fmt.Sprintf("order/%d", id), fmt.Sprintf("bench-%d", id)
-			for pb.Next() {
+			return func() error {
 				if err := s.Update(b.Context(), func(tx store.Tx) error { return rawAcquire(tx, key, session) }); err != nil {
-					b.Error(err)
-					return
+					return err
 				}
-				if err := s.Update(b.Context(), func(tx store.Tx) error { return rawRelease(tx, key, session) }); err != nil {
-					b.Error(err)
-					return
-				}
-			}
+				return s.Update(b.Context(), func(tx store.Tx) error { return rawRelease(tx, key, session) })
+			}, nil
 		})
 	})
 	b.Run("AcquireRelease", func(b *testing.B) {
 		m := benchManager(b, h)
-		var ids atomic.Int64
-		b.SetParallelism(max(1, benchGoroutines/runtime.GOMAXPROCS(0)))
-		b.ReportAllocs()
-		b.ResetTimer()
-		b.RunParallel(func(pb *testing.PB) {
-			id := ids.Add(1)
+		parallel(b, func(id int64) (func() error, error) {
 			o := holdfast.Owner{Session: fmt.Sprintf("bench-%d", id), User: "u-bench"}
 			key := fmt.Sprintf("order/%d", id)
-			for pb.Next() {
+			return func() error {
 				if _, err := m.Acquire(b.Context(), holdfast.AcquireRequest{Keys: []string{key}, Owner: o}); err != nil {
-					b.Error(err)
-					return
+					return err
 				}
-				if _, err := m.Release(b.Context(), holdfast.ReleaseRequest{Session: o.Session, Keys: []string{key}}); err != nil {
-					b.Error(err)
-					return
-				}
-			}
+				_, err := m.Release(b.Context(), holdfast.ReleaseRequest{Session: o.Session, Keys: []string{key}})
+				return err
+			}, nil
 		})
 	})
 	b.Run("Heartbeat", func(b *testing.B) {
 		m := benchManager(b, h)
-		var ids atomic.Int64
-		b.SetParallelism(max(1, benchGoroutines/runtime.GOMAXPROCS(0)))
-		b.ReportAllocs()
-		b.ResetTimer()
-		b.RunParallel(func(pb *testing.PB) {
-			id := ids.Add(1)
+		parallel(b, func(id int64) (func() error, error) {
 			o := holdfast.Owner{Session: fmt.Sprintf("bench-%d", id), User: "u-bench"}
 			req := holdfast.AcquireRequest{Keys: []string{fmt.Sprintf("order/%d", id)}, Owner: o, IdleTimeout: holdfast.Duration(time.Minute)}
 			if _, err := m.Acquire(b.Context(), req); err != nil {
+				return nil, err
+			}
+			return func() error {
+				_, err := m.Heartbeat(b.Context(), holdfast.HeartbeatRequest{Session: o.Session})
+				return err
+			}, nil
+		})
+	})
+}
+
+// parallel runs one step per iteration on benchGoroutines goroutines; setup
+// gives each goroutine (numbered from 1) its own step.
+func parallel(b *testing.B, setup func(id int64) (step func() error, err error)) {
+	var ids atomic.Int64
+	b.SetParallelism(max(1, benchGoroutines/runtime.GOMAXPROCS(0)))
+	b.ReportAllocs()
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		step, err := setup(ids.Add(1))
+		if err != nil {
+			b.Error(err)
+			return
+		}
+		for pb.Next() {
+			if err := step(); err != nil {
 				b.Error(err)
 				return
 			}
-			for pb.Next() {
-				if _, err := m.Heartbeat(b.Context(), holdfast.HeartbeatRequest{Session: o.Session}); err != nil {
-					b.Error(err)
-					return
-				}
-			}
-		})
+		}
 	})
 }
 

@@ -24,6 +24,6 @@ func TestConformance(t *testing.T) {
 	storetest.Run(t, harness)
 }
 
-func BenchmarkManager(b *testing.B) {
+func BenchmarkStore(b *testing.B) {
 	storetest.Bench(b, harness)
 }

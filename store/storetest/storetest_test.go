@@ -6,32 +6,11 @@ import (
 
 	"go.uber.org/goleak"
 
-	"github.com/holdfast/holdfast/memstore"
-	"github.com/holdfast/holdfast/store"
 	"github.com/holdfast/holdfast/store/storetest"
 )
 
 func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m)
-}
-
-// memHarness runs the suite on the in-memory store: it keeps nothing
-// across Close, so the durability cases skip.
-var memHarness = storetest.Harness{
-	Open: func(t testing.TB, now func() time.Time) store.Store {
-		s := memstore.New(memstore.Config{Now: now})
-		t.Cleanup(func() { s.Close() })
-		return s
-	},
-}
-
-func TestMemstore(t *testing.T) {
-	t.Parallel()
-	storetest.Run(t, memHarness)
-}
-
-func BenchmarkMemstore(b *testing.B) {
-	storetest.Bench(b, memHarness)
 }
 
 func TestClock(t *testing.T) {

@@ -1,0 +1,79 @@
+package pgstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/puddle/v2"
+
+	"github.com/holdfast/holdfast/store"
+)
+
+// classify is the one place that decides what a failure means to the
+// lock manager. Everything that says "the database cannot answer now" —
+// a lost or refused connection, a timeout, a server shutting down or
+// starting up, a read-only server, exhausted resources — becomes
+// store.ErrUnavailable, which the Manager answers with 503 and never with
+// a decision. Other errors (a bug in a statement, say) are returned as
+// they are.
+func classify(err error) error {
+	if err == nil || errors.Is(err, store.ErrUnavailable) {
+		return err
+	}
+	if unavailable(err) {
+		return fmt.Errorf("pgstore: %w: %w", store.ErrUnavailable, err)
+	}
+	return err
+}
+
+func unavailable(err error) bool {
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		switch pgErr.Code[:2] {
+		case "08", // connection exception
+			"53", // insufficient resources: too many connections, out of memory or lock slots
+			"57", // operator intervention: admin shutdown, crash shutdown, starting up, statement timeout
+			"58": // system error: I/O
+			return true
+		}
+		switch pgErr.Code {
+		case "25006", // read_only_sql_transaction: a standby, or a primary turned read-only
+			"HF001", "40001", "40P01": // collisions that outlasted the retries
+			return true
+		}
+		return false
+	}
+	var netErr net.Error
+	var connectErr *pgconn.ConnectError
+	return errors.As(err, &netErr) || errors.As(err, &connectErr) || pgconn.Timeout(err) ||
+		errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) ||
+		errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, net.ErrClosed) ||
+		errors.Is(err, puddle.ErrClosedPool)
+}
+
+// isRetry reports whether the transaction failed only because it collided
+// with another one, so that running it again may succeed.
+func isRetry(err error) bool {
+	var pgErr *pgconn.PgError
+	if !errors.As(err, &pgErr) {
+		return false
+	}
+	switch pgErr.Code {
+	case codeLockOrder, "40001", "40P01": // serialization_failure, deadlock_detected
+		return true
+	}
+	return false
+}
+
+// codeLockOrder is the SQLSTATE take_locks raises when a lock it may not
+// wait for is taken.
+const codeLockOrder = "HF001"
+
+func isLockOrder(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && pgErr.Code == codeLockOrder
+}

@@ -1,0 +1,217 @@
+// Package pgstore is holdfast's PostgreSQL store: the lock table lives in
+// a schema of a PostgreSQL database (the application's own, if it likes),
+// and several holdfast servers can share it.
+//
+// Every Update is one READ COMMITTED transaction. Transactions that touch
+// the same records serialise through transaction-scoped advisory locks
+// taken in a deadlock-free way (see advisory.go), so no check-then-act race
+// is possible between servers. Expiry is judged by the database's clock,
+// so servers with skewed clocks agree. Fencing tokens come from a
+// sequence. An acknowledged Update is committed with the database's
+// durability settings (keep synchronous_commit on).
+//
+// The tables are created by Migrate (the `holdfast migrate` command); New
+// refuses a schema that is not at this build's version.
+package pgstore
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/holdfast/holdfast/store"
+)
+
+// Config configures a Store. The zero value is usable.
+type Config struct {
+	// Schema is the PostgreSQL schema of the tables; default "holdfast".
+	Schema string
+	// Now replaces the database clock. It exists for tests only (the
+	// conformance suite moves a fake clock); in production the database
+	// clock must decide expiry, or servers with skewed clocks disagree.
+	Now func() time.Time
+	// Logger receives retries and failures; default slog.Default().
+	Logger *slog.Logger
+}
+
+// Store is the PostgreSQL store.Store. It does not own its pool.
+type Store struct {
+	pool   *pgxpool.Pool
+	schema string
+	q      queries
+	now    func() time.Time
+	log    *slog.Logger
+	closed atomic.Bool
+}
+
+var _ store.Store = (*Store)(nil)
+
+// New returns a store over the tables in cfg.Schema, which Migrate must
+// have brought to this build's version.
+func New(ctx context.Context, pool *pgxpool.Pool, cfg Config) (*Store, error) {
+	if cfg.Schema == "" {
+		cfg.Schema = DefaultSchema
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if err := validateSchema(cfg.Schema); err != nil {
+		return nil, err
+	}
+	if err := checkVersion(ctx, pool, cfg.Schema); err != nil {
+		return nil, err
+	}
+	return &Store{
+		pool:   pool,
+		schema: cfg.Schema,
+		q:      newQueries(cfg.Schema),
+		now:    cfg.Now,
+		log:    cfg.Logger,
+	}, nil
+}
+
+// maxAttempts bounds how often Update runs fn when transactions keep
+// colliding; each collision makes the next attempt take its locks up front
+// in order, so a second attempt nearly always succeeds.
+const maxAttempts = 10
+
+// Update runs fn in one READ COMMITTED transaction, again when the
+// transaction collided with another (a lock taken out of order, a
+// deadlock or a serialization failure), and returns once it is committed.
+func (s *Store) Update(ctx context.Context, fn func(store.Tx) error) error {
+	if err := s.usable(ctx); err != nil {
+		return err
+	}
+	var learned map[int64]bool
+	for attempt := 1; ; attempt++ {
+		t, err := s.begin(ctx, true, learned)
+		if err != nil {
+			return err
+		}
+		err = t.run(func() error { return fn(t) })
+		if err == nil {
+			err = t.commit()
+		}
+		t.close()
+		if !isRetry(err) {
+			return classify(err)
+		}
+		if attempt == maxAttempts {
+			s.log.Warn("pgstore: transaction keeps colliding; giving up", slog.Int("attempts", attempt), slog.Any("err", err))
+			return fmt.Errorf("pgstore: %d attempts collided with other transactions: %w: %w", attempt, store.ErrUnavailable, err)
+		}
+		s.log.Debug("pgstore: transaction collided; retrying", slog.Int("attempt", attempt), slog.Any("err", err))
+		learned = t.locks.wanted()
+		if !isLockOrder(err) {
+			// A deadlock or serialization failure among row locks: back
+			// off a little so the other transaction can finish.
+			select {
+			case <-ctx.Done():
+				return classify(ctx.Err())
+			case <-time.After(time.Duration(rand.Int64N(int64(attempt) * int64(time.Millisecond)))):
+			}
+		}
+	}
+}
+
+// View runs fn in a read-only REPEATABLE READ transaction, so all its
+// reads see one snapshot.
+func (s *Store) View(ctx context.Context, fn func(store.ReadTx) error) error {
+	if err := s.usable(ctx); err != nil {
+		return err
+	}
+	t, err := s.begin(ctx, false, nil)
+	if err != nil {
+		return err
+	}
+	defer t.close()
+	err = t.run(func() error { return fn(t) })
+	if err == nil {
+		err = t.commit()
+	}
+	return classify(err)
+}
+
+// pingTimeout bounds Ping, so a readiness probe answers while the
+// database hangs.
+const pingTimeout = 2 * time.Second
+
+// Ping checks that the database answers and accepts writes: a standby in
+// recovery or a read-only transaction default cannot confirm durability.
+func (s *Store) Ping(ctx context.Context) error {
+	if err := s.usable(ctx); err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, pingTimeout)
+	defer cancel()
+	var readOnly bool
+	err := s.pool.QueryRow(ctx, `SELECT pg_is_in_recovery() OR current_setting('transaction_read_only')::boolean`).Scan(&readOnly)
+	if err != nil {
+		return classify(fmt.Errorf("pgstore: ping: %w", err))
+	}
+	if readOnly {
+		return fmt.Errorf("pgstore: ping: the database is read-only: %w", store.ErrUnavailable)
+	}
+	return nil
+}
+
+// Close makes every later call fail with store.ErrUnavailable. It leaves
+// the pool open: the caller that made it closes it.
+func (s *Store) Close() error {
+	s.closed.Store(true)
+	return nil
+}
+
+var errClosed = fmt.Errorf("pgstore: closed: %w", store.ErrUnavailable)
+
+func (s *Store) usable(ctx context.Context) error {
+	if s.closed.Load() {
+		return errClosed
+	}
+	return ctx.Err()
+}
+
+// begin acquires a connection and opens a transaction on it, reading the
+// database clock and taking the learned locks in the same round trip.
+func (s *Store) begin(ctx context.Context, write bool, learned map[int64]bool) (*tx, error) {
+	conn, err := s.pool.Acquire(ctx)
+	if err != nil {
+		return nil, classify(fmt.Errorf("pgstore: acquire a connection: %w", err))
+	}
+	t := &tx{s: s, ctx: ctx, conn: conn, write: write}
+	var b pgx.Batch
+	if write {
+		b.Queue(`BEGIN ISOLATION LEVEL READ COMMITTED`)
+		for id, x := range learned {
+			t.locks.need(id, x)
+		}
+		t.prepare(&b)
+	} else {
+		b.Queue(`BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY`)
+	}
+	if s.now != nil {
+		t.now = s.now().UTC()
+	} else {
+		// The transaction's start time: one instant for every decision
+		// of this transaction, on the clock every server shares.
+		b.Queue(`SELECT now()`).QueryRow(func(row pgx.Row) error {
+			if err := row.Scan(&t.now); err != nil {
+				return err
+			}
+			t.now = t.now.UTC()
+			return nil
+		})
+	}
+	t.begun = true
+	if err := t.send(&b); err != nil {
+		t.close()
+		return nil, classify(err)
+	}
+	return t, nil
+}

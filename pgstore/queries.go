@@ -1,0 +1,159 @@
+package pgstore
+
+import (
+	"strconv"
+	"strings"
+	"unicode/utf8"
+)
+
+// queries holds the fixed SQL of one schema, built once.
+type queries struct {
+	takeLocks string
+	nextToken string
+
+	lock, related, sessionLocks, locksByRef, expiredLocks string
+	putLock, deleteLock                                    string
+
+	session, sessionsByID, idleSessions, endedSessions string
+	putSession, deleteSession                          string
+
+	aggregates, aggregatesOf, allAggregates string
+	putAggregate, deleteAggregate           string
+
+	lost, lostBefore, putLost, deleteLost string
+
+	appendAudit, pruneAudit string
+
+	schema string // quoted
+}
+
+const lockCols = `key, session, user_id, name, shared, token, acquired_at, expires_at, note`
+
+const sessionCols = `id, user_id, name, last_seen, idle_timeout_ns, ended_at, end_reason`
+
+const lostCols = lockCols + `, reason, actor, force_reason, at, reported`
+
+func newQueries(schema string) queries {
+	s := quote(schema)
+	return queries{
+		schema:    s,
+		takeLocks: `SELECT ` + s + `.take_locks($1::bigint[], $2::boolean[], $3::boolean[])`,
+		nextToken: `SELECT nextval('` + s + `.token_seq')`,
+
+		lock: `SELECT ` + lockCols + ` FROM ` + s + `.locks WHERE key = $1 AND session = $2`,
+		// The key itself and its ancestors by the exact list, descendants
+		// by one range of the primary key.
+		related: `SELECT ` + lockCols + ` FROM ` + s + `.locks WHERE key = ANY($1::text[])
+			UNION ALL
+			SELECT ` + lockCols + ` FROM ` + s + `.locks WHERE key >= $2 AND key < $3
+			ORDER BY key, session`,
+		sessionLocks: `SELECT ` + lockCols + ` FROM ` + s + `.locks WHERE session = $1 ORDER BY key`,
+		locksByRef: `SELECT ` + lockCols + ` FROM ` + s + `.locks
+			WHERE (key, session) IN (SELECT * FROM unnest($1::text[], $2::text[])) AND expires_at <= $3
+			ORDER BY expires_at, key, session`,
+		expiredLocks: `SELECT ` + lockCols + ` FROM ` + s + `.locks WHERE expires_at <= $1
+			ORDER BY expires_at, key, session LIMIT $2`,
+		putLock: `INSERT INTO ` + s + `.locks (` + lockCols + `) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
+			ON CONFLICT (key, session) DO UPDATE SET user_id = EXCLUDED.user_id, name = EXCLUDED.name,
+			shared = EXCLUDED.shared, token = EXCLUDED.token, acquired_at = EXCLUDED.acquired_at,
+			expires_at = EXCLUDED.expires_at, note = EXCLUDED.note`,
+		deleteLock: `DELETE FROM ` + s + `.locks WHERE key = $1 AND session = $2`,
+
+		session:      `SELECT ` + sessionCols + ` FROM ` + s + `.sessions WHERE id = $1`,
+		sessionsByID: `SELECT ` + sessionCols + ` FROM ` + s + `.sessions WHERE id = ANY($1::text[])`,
+		idleSessions: `SELECT ` + sessionCols + ` FROM ` + s + `.sessions WHERE idle_deadline <= $1
+			ORDER BY idle_deadline, id LIMIT $2`,
+		endedSessions: `SELECT ` + sessionCols + ` FROM ` + s + `.sessions WHERE ended_at < $1
+			ORDER BY ended_at, id LIMIT $2`,
+		putSession: `INSERT INTO ` + s + `.sessions (` + sessionCols + `, idle_deadline) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
+			ON CONFLICT (id) DO UPDATE SET user_id = EXCLUDED.user_id, name = EXCLUDED.name,
+			last_seen = EXCLUDED.last_seen, idle_timeout_ns = EXCLUDED.idle_timeout_ns, ended_at = EXCLUDED.ended_at,
+			end_reason = EXCLUDED.end_reason, idle_deadline = EXCLUDED.idle_deadline`,
+		deleteSession: `DELETE FROM ` + s + `.sessions WHERE id = $1`,
+
+		aggregatesOf:    `SELECT member, root FROM ` + s + `.aggregates WHERE member = ANY($1::text[])`,
+		aggregates:      `SELECT member, root FROM ` + s + `.aggregates WHERE root = $1 ORDER BY member`,
+		allAggregates:   `SELECT member, root FROM ` + s + `.aggregates ORDER BY member`,
+		putAggregate:    `INSERT INTO ` + s + `.aggregates (member, root) VALUES ($1, $2) ON CONFLICT (member) DO UPDATE SET root = EXCLUDED.root`,
+		deleteAggregate: `DELETE FROM ` + s + `.aggregates WHERE member = $1`,
+
+		lost:       `SELECT ` + lostCols + ` FROM ` + s + `.lost WHERE session = $1 ORDER BY at, key, token`,
+		lostBefore: `SELECT ` + lostCols + ` FROM ` + s + `.lost WHERE at < $1 ORDER BY at, session, key, token LIMIT $2`,
+		putLost: `INSERT INTO ` + s + `.lost (` + lostCols + `) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)
+			ON CONFLICT (session, key, token) DO UPDATE SET user_id = EXCLUDED.user_id, name = EXCLUDED.name,
+			shared = EXCLUDED.shared, acquired_at = EXCLUDED.acquired_at, expires_at = EXCLUDED.expires_at,
+			note = EXCLUDED.note, reason = EXCLUDED.reason, actor = EXCLUDED.actor,
+			force_reason = EXCLUDED.force_reason, at = EXCLUDED.at, reported = EXCLUDED.reported`,
+		deleteLost: `DELETE FROM ` + s + `.lost WHERE session = $1 AND key = $2 AND token = $3`,
+
+		appendAudit: `INSERT INTO ` + s + `.audit (at, event, ` + lockCols + `, actor, reason)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13) RETURNING id`,
+		pruneAudit: `DELETE FROM ` + s + `.audit WHERE id IN (
+			SELECT id FROM ` + s + `.audit WHERE at < $1 ORDER BY at, id LIMIT $2)`,
+	}
+}
+
+// noLimit stands for "all rows" where the contract's limit is <= 0.
+const noLimit = 1<<63 - 1
+
+func limitOf(n int) int64 {
+	if n <= 0 {
+		return noLimit
+	}
+	return int64(n)
+}
+
+// where builds the WHERE clause of a listing whose filters vary, so that
+// each shape is its own prepared statement with its own plan.
+type where struct {
+	conds []string
+	args  []any
+}
+
+// add appends a condition; each ? in it takes the next argument.
+func (w *where) add(cond string, args ...any) {
+	for _, a := range args {
+		w.args = append(w.args, a)
+		cond = strings.Replace(cond, "?", "$"+strconv.Itoa(len(w.args)), 1)
+	}
+	w.conds = append(w.conds, cond)
+}
+
+// arg appends an argument and returns its placeholder.
+func (w *where) arg(a any) string {
+	w.args = append(w.args, a)
+	return "$" + strconv.Itoa(len(w.args))
+}
+
+func (w *where) String() string {
+	if len(w.conds) == 0 {
+		return ""
+	}
+	return " WHERE " + strings.Join(w.conds, " AND ")
+}
+
+// prefixEnd returns the least string above every string that starts with
+// prefix, or "" if there is none. Keys are UTF-8, whose byte order is code
+// point order, so it is prefix with its last code point incremented.
+func prefixEnd(prefix string) string {
+	r, size := utf8.DecodeLastRuneInString(prefix)
+	if r == utf8.RuneError || r >= utf8.MaxRune {
+		return ""
+	}
+	r++
+	if r >= 0xD800 && r <= 0xDFFF { // surrogates are not code points of UTF-8
+		r = 0xE000
+	}
+	return prefix[:len(prefix)-size] + string(r)
+}
+
+// ancestorsAndSelf returns key and each of its ancestors.
+func ancestorsAndSelf(key string) []string {
+	out := []string{key}
+	for i := len(key) - 1; i > 0; i-- {
+		if key[i] == '/' {
+			out = append(out, key[:i])
+		}
+	}
+	return out
+}

@@ -1,0 +1,794 @@
+package pgstore
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/holdfast/holdfast/store"
+)
+
+// tx is one transaction on one pooled connection. Writes are queued and
+// sent in the same round trip as the next read (or the COMMIT), after the
+// advisory locks they need, so that an operation costs few round trips.
+type tx struct {
+	s     *Store
+	ctx   context.Context
+	conn  *pgxpool.Conn
+	write bool
+	now   time.Time
+	begun bool
+	ended bool
+
+	locks  lockSet
+	queued []queued
+	// err is the first failure. The transaction is lost then, so every
+	// later call returns it, and Update never commits after it even if fn
+	// ignored it.
+	err error
+
+	// Lock rows read while this transaction holds an advisory lock on
+	// their key, and so unchanged by others until it ends; with its own
+	// writes applied. A nil value means "known to be absent".
+	rows         map[lockRef]*store.Lock
+	fullKeys     map[string]bool // every row on this exact key is in rows
+	fullTrees    map[string]bool // every row below this key is in rows
+	fullSessions map[string]bool // every row of this session is in rows
+
+	aggs map[string]*string // member → root; nil: known to have none
+}
+
+type lockRef struct{ key, session string }
+
+type queued struct {
+	sql  string
+	args []any
+}
+
+var _ store.Tx = (*tx)(nil)
+
+// run calls fn, turning a panic into a rolled-back transaction.
+func (t *tx) run(fn func() error) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			t.close()
+			panic(r)
+		}
+	}()
+	err = fn()
+	if t.err != nil {
+		return t.err
+	}
+	return err
+}
+
+// batch starts the next round trip: the advisory locks still needed, then
+// the queued writes. The caller queues its statements after them.
+func (t *tx) batch() *pgx.Batch {
+	b := &pgx.Batch{}
+	t.prepare(b)
+	return b
+}
+
+// prepare queues the advisory locks still needed and the queued writes.
+func (t *tx) prepare(b *pgx.Batch) {
+	if ids, x, wait := t.locks.take(); len(ids) > 0 {
+		b.Queue(t.s.q.takeLocks, ids, x, wait)
+	}
+	for _, w := range t.queued {
+		b.Queue(w.sql, w.args...)
+	}
+	t.queued = t.queued[:0]
+}
+
+// send makes one round trip with b.
+func (t *tx) send(b *pgx.Batch) error {
+	if t.err != nil {
+		return t.err
+	}
+	if err := t.conn.SendBatch(t.ctx, b).Close(); err != nil {
+		t.err = err
+		return err
+	}
+	t.locks.taken()
+	return nil
+}
+
+// exchange sends the pending locks and writes with the statements that
+// add queues, in one round trip.
+func (t *tx) exchange(add func(b *pgx.Batch)) error {
+	if t.err != nil {
+		return t.err
+	}
+	b := t.batch()
+	add(b)
+	return t.send(b)
+}
+
+// commit sends the queued writes and COMMIT in one round trip.
+func (t *tx) commit() error {
+	if t.err != nil {
+		return t.err
+	}
+	b := t.batch()
+	committed := false
+	b.Queue(`COMMIT`).Exec(func(ct pgconn.CommandTag) error {
+		committed = ct.String() == "COMMIT"
+		return nil
+	})
+	err := t.send(b)
+	t.ended = err == nil
+	if err == nil && !committed {
+		err = errors.New("pgstore: the transaction was rolled back at commit")
+		t.err = err
+	}
+	return err
+}
+
+// close ends the transaction if it is still open, then returns the
+// connection to the pool. A connection that cannot be rolled back is
+// closed rather than returned.
+func (t *tx) close() {
+	if t.conn == nil {
+		return
+	}
+	if t.begun && !t.ended {
+		ctx, cancel := context.WithTimeout(context.Background(), pingTimeout)
+		if _, err := t.conn.Exec(ctx, `ROLLBACK`); err != nil {
+			t.conn.Conn().Close(ctx)
+		}
+		cancel()
+		t.ended = true
+	}
+	t.conn.Release()
+	t.conn = nil
+}
+
+func (t *tx) enqueue(sql string, args ...any) {
+	t.queued = append(t.queued, queued{sql, args})
+}
+
+// lockKey asks for the advisory locks of a transaction that reads or
+// writes the locks on key: exclusive on key, shared on its ancestors.
+func (t *tx) lockKey(key string) {
+	if !t.write {
+		return
+	}
+	t.locks.need(lockID(t.s.schema, classKey, key), true)
+	for i := len(key) - 1; i > 0; i-- {
+		if key[i] == '/' {
+			t.locks.need(lockID(t.s.schema, classKey, key[:i]), false)
+		}
+	}
+}
+
+func (t *tx) lockSession(id string) {
+	if t.write {
+		t.locks.need(lockID(t.s.schema, classSession, id), true)
+	}
+}
+
+func (t *tx) lockAggregates(exclusive bool) {
+	if t.write {
+		t.locks.need(lockID(t.s.schema, classAggregates, ""), exclusive)
+	}
+}
+
+// remember caches lock rows read under their keys' advisory locks.
+func (t *tx) remember(ls ...store.Lock) {
+	if !t.write {
+		return
+	}
+	if t.rows == nil {
+		t.rows = make(map[lockRef]*store.Lock)
+		t.fullKeys = make(map[string]bool)
+		t.fullTrees = make(map[string]bool)
+		t.fullSessions = make(map[string]bool)
+	}
+	for _, l := range ls {
+		t.rows[lockRef{l.Key, l.Session}] = &l
+	}
+}
+
+// cached answers Lock from what this transaction already knows.
+func (t *tx) cached(key, session string) (l *store.Lock, known bool) {
+	if l, ok := t.rows[lockRef{key, session}]; ok {
+		return l, true
+	}
+	if t.fullKeys[key] || t.fullSessions[session] {
+		return nil, true
+	}
+	for i := len(key) - 1; i > 0; i-- {
+		if key[i] == '/' && t.fullTrees[key[:i]] {
+			return nil, true
+		}
+	}
+	return nil, false
+}
+
+func (t *tx) Now() time.Time { return t.now }
+
+func (t *tx) Lock(key, session string) (store.Lock, bool, error) {
+	if l, known := t.cached(key, session); known {
+		if l == nil {
+			return store.Lock{}, false, t.err
+		}
+		return *l, true, t.err
+	}
+	t.lockKey(key)
+	var (
+		l     store.Lock
+		found bool
+	)
+	err := t.exchange(func(b *pgx.Batch) {
+		b.Queue(t.s.q.lock, key, session).Query(func(rows pgx.Rows) error {
+			for rows.Next() {
+				var err error
+				if l, err = scanLock(rows); err != nil {
+					return err
+				}
+				found = true
+			}
+			return rows.Err()
+		})
+	})
+	if err != nil {
+		return store.Lock{}, false, err
+	}
+	if found {
+		t.remember(l)
+	} else if t.write {
+		t.remember()
+		t.rows[lockRef{key, session}] = nil
+	}
+	return l, found, nil
+}
+
+func (t *tx) Related(key string, fn func(store.Lock) bool) error {
+	t.lockKey(key)
+	var found []store.Lock
+	err := t.exchange(func(b *pgx.Batch) {
+		b.Queue(t.s.q.related, ancestorsAndSelf(key), key+"/", key+"0").Query(func(rows pgx.Rows) error {
+			var err error
+			found, err = scanLocks(rows)
+			return err
+		})
+	})
+	if err != nil {
+		return err
+	}
+	if t.write {
+		t.remember(found...)
+		for _, k := range ancestorsAndSelf(key) {
+			t.fullKeys[k] = true
+		}
+		t.fullTrees[key] = true
+	}
+	for _, l := range found {
+		if !fn(l) {
+			break
+		}
+	}
+	return t.err
+}
+
+// SessionLocks reads the session's locks under its session lock, which
+// keeps new ones from appearing, then takes the locks of their keys and
+// reads again, so that what it returns stays true until commit.
+func (t *tx) SessionLocks(session string) ([]store.Lock, error) {
+	t.lockSession(session)
+	for {
+		var found []store.Lock
+		err := t.exchange(func(b *pgx.Batch) {
+			b.Queue(t.s.q.sessionLocks, session).Query(func(rows pgx.Rows) error {
+				var err error
+				found, err = scanLocks(rows)
+				return err
+			})
+		})
+		if err != nil || !t.write {
+			return found, err
+		}
+		for _, l := range found {
+			t.lockKey(l.Key)
+		}
+		if len(t.locks.pending) == 0 {
+			t.remember(found...)
+			t.fullSessions[session] = true
+			return found, nil
+		}
+	}
+}
+
+// ExpiredLocks finds candidates, then locks their keys and reads them
+// again, keeping those still expired.
+func (t *tx) ExpiredLocks(now time.Time, limit int) ([]store.Lock, error) {
+	var found []store.Lock
+	err := t.exchange(func(b *pgx.Batch) {
+		b.Queue(t.s.q.expiredLocks, now, limitOf(limit)).Query(func(rows pgx.Rows) error {
+			var err error
+			found, err = scanLocks(rows)
+			return err
+		})
+	})
+	if err != nil || !t.write || len(found) == 0 {
+		return found, err
+	}
+	keys, sessions := make([]string, len(found)), make([]string, len(found))
+	for i, l := range found {
+		t.lockKey(l.Key)
+		keys[i], sessions[i] = l.Key, l.Session
+	}
+	err = t.exchange(func(b *pgx.Batch) {
+		b.Queue(t.s.q.locksByRef, keys, sessions, now).Query(func(rows pgx.Rows) error {
+			var err error
+			found, err = scanLocks(rows)
+			return err
+		})
+	})
+	if err != nil {
+		return nil, err
+	}
+	t.remember(found...)
+	return found, nil
+}
+
+func (t *tx) Locks(q store.LockQuery) ([]store.Lock, error) {
+	var w where
+	if q.Prefix != "" {
+		w.add("key >= ?", q.Prefix)
+		if end := prefixEnd(q.Prefix); end != "" {
+			w.add("key < ?", end)
+		} else {
+			w.add("starts_with(key, ?)", q.Prefix)
+		}
+	}
+	if q.AfterKey != "" || q.AfterSession != "" {
+		w.add("(key, session) > (?, ?)", q.AfterKey, q.AfterSession)
+	}
+	if q.Session != "" {
+		w.add("session = ?", q.Session)
+	}
+	if q.User != "" {
+		w.add("user_id = ?", q.User)
+	}
+	sql := `SELECT ` + lockCols + ` FROM ` + t.s.q.schema + `.locks` + w.String() +
+		` ORDER BY key, session LIMIT ` + w.arg(limitOf(q.Limit))
+	var found []store.Lock
+	err := t.exchange(func(b *pgx.Batch) {
+		b.Queue(sql, w.args...).Query(func(rows pgx.Rows) error {
+			var err error
+			found, err = scanLocks(rows)
+			return err
+		})
+	})
+	return found, err
+}
+
+func (t *tx) Session(id string) (store.Session, bool, error) {
+	t.lockSession(id)
+	var (
+		s     store.Session
+		found bool
+	)
+	err := t.exchange(func(b *pgx.Batch) {
+		b.Queue(t.s.q.session, id).Query(func(rows pgx.Rows) error {
+			for rows.Next() {
+				var err error
+				if s, err = scanSession(rows); err != nil {
+					return err
+				}
+				found = true
+			}
+			return rows.Err()
+		})
+	})
+	return s, found, err
+}
+
+// IdleSessions finds candidates, then locks them and reads them again,
+// keeping those still idle: a session that came back meanwhile must not
+// be ended.
+func (t *tx) IdleSessions(now time.Time, limit int) ([]store.Session, error) {
+	found, err := t.sessionsWhere(t.s.q.idleSessions, now, limit)
+	if err != nil || !t.write {
+		return found, err
+	}
+	return t.relockSessions(found, func(s store.Session) bool {
+		d := s.IdleDeadline()
+		return !s.Ended() && !d.IsZero() && !d.After(now)
+	})
+}
+
+func (t *tx) Sessions(q store.SessionQuery) ([]store.Session, error) {
+	var w where
+	w.add("ended_at IS NULL")
+	if q.After != "" {
+		w.add("id > ?", q.After)
+	}
+	if q.User != "" {
+		w.add("user_id = ?", q.User)
+	}
+	sql := `SELECT ` + sessionCols + ` FROM ` + t.s.q.schema + `.sessions` + w.String() +
+		` ORDER BY id LIMIT ` + w.arg(limitOf(q.Limit))
+	var found []store.Session
+	err := t.exchange(func(b *pgx.Batch) {
+		b.Queue(sql, w.args...).Query(func(rows pgx.Rows) error {
+			var err error
+			found, err = scanSessions(rows)
+			return err
+		})
+	})
+	return found, err
+}
+
+// EndedSessions finds candidates, then locks them and reads them again,
+// keeping those still ended: a session started anew must not be deleted.
+func (t *tx) EndedSessions(before time.Time, limit int) ([]store.Session, error) {
+	found, err := t.sessionsWhere(t.s.q.endedSessions, before, limit)
+	if err != nil || !t.write {
+		return found, err
+	}
+	return t.relockSessions(found, func(s store.Session) bool {
+		return s.Ended() && s.EndedAt.Before(before)
+	})
+}
+
+func (t *tx) sessionsWhere(sql string, at time.Time, limit int) ([]store.Session, error) {
+	var found []store.Session
+	err := t.exchange(func(b *pgx.Batch) {
+		b.Queue(sql, at, limitOf(limit)).Query(func(rows pgx.Rows) error {
+			var err error
+			found, err = scanSessions(rows)
+			return err
+		})
+	})
+	return found, err
+}
+
+// relockSessions takes the session locks of found, reads those sessions
+// again and returns the ones that still qualify, in found's order.
+func (t *tx) relockSessions(found []store.Session, keep func(store.Session) bool) ([]store.Session, error) {
+	if len(found) == 0 {
+		return found, nil
+	}
+	ids := make([]string, len(found))
+	for i, s := range found {
+		t.lockSession(s.ID)
+		ids[i] = s.ID
+	}
+	var again []store.Session
+	err := t.exchange(func(b *pgx.Batch) {
+		b.Queue(t.s.q.sessionsByID, ids).Query(func(rows pgx.Rows) error {
+			var err error
+			again, err = scanSessions(rows)
+			return err
+		})
+	})
+	if err != nil {
+		return nil, err
+	}
+	now := make(map[string]store.Session, len(again))
+	for _, s := range again {
+		now[s.ID] = s
+	}
+	out := found[:0]
+	for _, s := range found {
+		if cur, ok := now[s.ID]; ok && keep(cur) {
+			out = append(out, cur)
+		}
+	}
+	return out, nil
+}
+
+// Aggregate looks up member and all its ancestors at once, since the
+// lock manager resolves a key by walking up its ancestors.
+func (t *tx) Aggregate(member string) (string, bool, error) {
+	if root, ok := t.aggs[member]; ok {
+		if root == nil {
+			return "", false, t.err
+		}
+		return *root, true, t.err
+	}
+	t.lockAggregates(false)
+	names := ancestorsAndSelf(member)
+	found := make(map[string]*string, len(names))
+	for _, n := range names {
+		found[n] = nil
+	}
+	err := t.exchange(func(b *pgx.Batch) {
+		b.Queue(t.s.q.aggregatesOf, names).Query(func(rows pgx.Rows) error {
+			for rows.Next() {
+				var m, r string
+				if err := rows.Scan(&m, &r); err != nil {
+					return err
+				}
+				found[m] = &r
+			}
+			return rows.Err()
+		})
+	})
+	if err != nil {
+		return "", false, err
+	}
+	if t.aggs == nil {
+		t.aggs = found
+	} else {
+		for n, r := range found {
+			t.aggs[n] = r
+		}
+	}
+	if root := found[member]; root != nil {
+		return *root, true, nil
+	}
+	return "", false, nil
+}
+
+func (t *tx) Aggregates(root string) ([]store.Aggregate, error) {
+	t.lockAggregates(false)
+	sql, args := t.s.q.allAggregates, []any(nil)
+	if root != "" {
+		sql, args = t.s.q.aggregates, []any{root}
+	}
+	var out []store.Aggregate
+	err := t.exchange(func(b *pgx.Batch) {
+		b.Queue(sql, args...).Query(func(rows pgx.Rows) error {
+			for rows.Next() {
+				var a store.Aggregate
+				if err := rows.Scan(&a.Member, &a.Root); err != nil {
+					return err
+				}
+				out = append(out, a)
+			}
+			return rows.Err()
+		})
+	})
+	return out, err
+}
+
+func (t *tx) Lost(session string) ([]store.Lost, error) {
+	return t.lostWhere(t.s.q.lost, session)
+}
+
+func (t *tx) LostBefore(before time.Time, limit int) ([]store.Lost, error) {
+	return t.lostWhere(t.s.q.lostBefore, before, limitOf(limit))
+}
+
+func (t *tx) lostWhere(sql string, args ...any) ([]store.Lost, error) {
+	var out []store.Lost
+	err := t.exchange(func(b *pgx.Batch) {
+		b.Queue(sql, args...).Query(func(rows pgx.Rows) error {
+			for rows.Next() {
+				l, err := scanLost(rows)
+				if err != nil {
+					return err
+				}
+				out = append(out, l)
+			}
+			return rows.Err()
+		})
+	})
+	return out, err
+}
+
+func (t *tx) Audit(q store.AuditQuery) ([]store.AuditEntry, error) {
+	var w where
+	w.add("id > ?", int64(min(q.After, 1<<63-1)))
+	if q.Key != "" {
+		w.add("(key = ? OR (key >= ? AND key < ?))", q.Key, q.Key+"/", q.Key+"0")
+	}
+	if q.Session != "" {
+		w.add("session = ?", q.Session)
+	}
+	if q.User != "" {
+		w.add("user_id = ?", q.User)
+	}
+	if q.Event != "" {
+		w.add("event = ?", q.Event)
+	}
+	if !q.Since.IsZero() {
+		w.add("at >= ?", q.Since)
+	}
+	sql := `SELECT id, at, event, ` + lockCols + `, actor, reason FROM ` + t.s.q.schema + `.audit` + w.String() +
+		` ORDER BY id LIMIT ` + w.arg(limitOf(q.Limit))
+	var out []store.AuditEntry
+	err := t.exchange(func(b *pgx.Batch) {
+		b.Queue(sql, w.args...).Query(func(rows pgx.Rows) error {
+			for rows.Next() {
+				e, err := scanAudit(rows)
+				if err != nil {
+					return err
+				}
+				out = append(out, e)
+			}
+			return rows.Err()
+		})
+	})
+	return out, err
+}
+
+func (t *tx) NextToken() (uint64, error) {
+	var token int64
+	err := t.exchange(func(b *pgx.Batch) {
+		b.Queue(t.s.q.nextToken).QueryRow(func(row pgx.Row) error { return row.Scan(&token) })
+	})
+	return uint64(token), err
+}
+
+// PutLock needs the key's locks and the session's lock: every new lock of
+// a session is written under its session lock, so that SessionLocks can
+// trust that none appears while it holds that lock.
+func (t *tx) PutLock(l store.Lock) error {
+	t.lockKey(l.Key)
+	t.lockSession(l.Session)
+	t.enqueue(t.s.q.putLock, lockArgs(l)...)
+	t.remember(l)
+	return t.err
+}
+
+func (t *tx) DeleteLock(key, session string) error {
+	t.lockKey(key)
+	t.enqueue(t.s.q.deleteLock, key, session)
+	t.remember()
+	t.rows[lockRef{key, session}] = nil
+	return t.err
+}
+
+func (t *tx) PutSession(s store.Session) error {
+	t.lockSession(s.ID)
+	var ended, deadline *time.Time
+	if s.Ended() {
+		ended = &s.EndedAt
+	} else if d := s.IdleDeadline(); !d.IsZero() {
+		// Rounded up to PostgreSQL's microseconds, so that the database
+		// never calls a session idle before its deadline.
+		d = d.Add(time.Microsecond - 1).Truncate(time.Microsecond)
+		deadline = &d
+	}
+	t.enqueue(t.s.q.putSession, s.ID, s.User, s.Name, s.LastSeen, int64(s.IdleTimeout), ended, s.EndReason, deadline)
+	return t.err
+}
+
+func (t *tx) DeleteSession(id string) error {
+	t.lockSession(id)
+	t.enqueue(t.s.q.deleteSession, id)
+	return t.err
+}
+
+func (t *tx) PutAggregate(a store.Aggregate) error {
+	t.lockAggregates(true)
+	t.enqueue(t.s.q.putAggregate, a.Member, a.Root)
+	if t.aggs == nil {
+		t.aggs = make(map[string]*string)
+	}
+	t.aggs[a.Member] = &a.Root
+	return t.err
+}
+
+func (t *tx) DeleteAggregate(member string) error {
+	t.lockAggregates(true)
+	t.enqueue(t.s.q.deleteAggregate, member)
+	if t.aggs == nil {
+		t.aggs = make(map[string]*string)
+	}
+	t.aggs[member] = nil
+	return t.err
+}
+
+func (t *tx) PutLost(l store.Lost) error {
+	args := append(lockArgs(l.Lock), l.Reason, l.Actor, l.ForceReason, l.At, l.Reported)
+	t.enqueue(t.s.q.putLost, args...)
+	return t.err
+}
+
+func (t *tx) DeleteLost(session, key string, token uint64) error {
+	t.enqueue(t.s.q.deleteLost, session, key, int64(token))
+	return t.err
+}
+
+func (t *tx) AppendAudit(e store.AuditEntry) (uint64, error) {
+	var id int64
+	args := append([]any{e.At, e.Event}, lockArgs(e.Lock)...)
+	args = append(args, e.Actor, e.Reason)
+	err := t.exchange(func(b *pgx.Batch) {
+		b.Queue(t.s.q.appendAudit, args...).QueryRow(func(row pgx.Row) error { return row.Scan(&id) })
+	})
+	return uint64(id), err
+}
+
+func (t *tx) PruneAudit(before time.Time, limit int) (int, error) {
+	var n int64
+	err := t.exchange(func(b *pgx.Batch) {
+		b.Queue(t.s.q.pruneAudit, before, limitOf(limit)).Exec(func(ct pgconn.CommandTag) error {
+			n = ct.RowsAffected()
+			return nil
+		})
+	})
+	return int(n), err
+}
+
+func lockArgs(l store.Lock) []any {
+	return []any{l.Key, l.Session, l.User, l.Name, l.Shared, int64(l.Token), l.AcquiredAt, l.ExpiresAt, l.Note}
+}
+
+func scanLock(rows pgx.Rows) (store.Lock, error) {
+	var (
+		l     store.Lock
+		token int64
+	)
+	err := rows.Scan(&l.Key, &l.Session, &l.User, &l.Name, &l.Shared, &token, &l.AcquiredAt, &l.ExpiresAt, &l.Note)
+	l.Token = uint64(token)
+	l.AcquiredAt, l.ExpiresAt = l.AcquiredAt.UTC(), l.ExpiresAt.UTC()
+	return l, err
+}
+
+func scanLocks(rows pgx.Rows) ([]store.Lock, error) {
+	var out []store.Lock
+	for rows.Next() {
+		l, err := scanLock(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, l)
+	}
+	return out, rows.Err()
+}
+
+func scanSession(rows pgx.Rows) (store.Session, error) {
+	var (
+		s     store.Session
+		idle  int64
+		ended *time.Time
+	)
+	if err := rows.Scan(&s.ID, &s.User, &s.Name, &s.LastSeen, &idle, &ended, &s.EndReason); err != nil {
+		return s, err
+	}
+	s.LastSeen = s.LastSeen.UTC()
+	s.IdleTimeout = time.Duration(idle)
+	if ended != nil {
+		s.EndedAt = ended.UTC()
+	}
+	return s, nil
+}
+
+func scanSessions(rows pgx.Rows) ([]store.Session, error) {
+	var out []store.Session
+	for rows.Next() {
+		s, err := scanSession(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, s)
+	}
+	return out, rows.Err()
+}
+
+func scanLost(rows pgx.Rows) (store.Lost, error) {
+	var (
+		l     store.Lost
+		token int64
+	)
+	k := &l.Lock
+	err := rows.Scan(&k.Key, &k.Session, &k.User, &k.Name, &k.Shared, &token, &k.AcquiredAt, &k.ExpiresAt, &k.Note,
+		&l.Reason, &l.Actor, &l.ForceReason, &l.At, &l.Reported)
+	k.Token = uint64(token)
+	k.AcquiredAt, k.ExpiresAt, l.At = k.AcquiredAt.UTC(), k.ExpiresAt.UTC(), l.At.UTC()
+	return l, err
+}
+
+func scanAudit(rows pgx.Rows) (store.AuditEntry, error) {
+	var (
+		e         store.AuditEntry
+		id, token int64
+	)
+	k := &e.Lock
+	err := rows.Scan(&id, &e.At, &e.Event, &k.Key, &k.Session, &k.User, &k.Name, &k.Shared, &token,
+		&k.AcquiredAt, &k.ExpiresAt, &k.Note, &e.Actor, &e.Reason)
+	e.ID, k.Token = uint64(id), uint64(token)
+	e.At, k.AcquiredAt, k.ExpiresAt = e.At.UTC(), k.AcquiredAt.UTC(), k.ExpiresAt.UTC()
+	return e, err
+}

@@ -12,7 +12,7 @@ type queries struct {
 	nextToken string
 
 	lock, related, sessionLocks, locksByRef, expiredLocks string
-	putLock, deleteLock                                    string
+	putLock, deleteLock                                   string
 
 	session, sessionsByID, idleSessions, endedSessions string
 	putSession, deleteSession                          string

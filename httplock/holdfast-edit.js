@@ -1,0 +1,178 @@
+// holdfast-edit.js keeps the edit lock of an open edit page alive, releases
+// it when the page is left, and tells the editor when and why the lock was
+// lost, without ever reloading the page: unsaved input stays where it is.
+// Include it with the tag that httplock's ScriptTag writes; no framework.
+(function () {
+  "use strict";
+  var me = document.currentScript;
+  if (!me || !me.dataset.page) return;
+  var cfg = me.dataset;
+  var visibleMs = Number(cfg.heartbeat) || 20000;
+  var hiddenMs = Number(cfg.hiddenHeartbeat) || 60000;
+  var state = "held"; // held → lost (told by the server) or left (we released)
+  var submitting = false;
+  var failures = 0;
+  var timer = null;
+
+  function pageParams() {
+    var p = new URLSearchParams();
+    p.set("holdfast_page", cfg.page);
+    p.set("holdfast_token", cfg.token);
+    return p;
+  }
+
+  function schedule() {
+    clearTimeout(timer);
+    if (state !== "held") return;
+    timer = setTimeout(beat, document.hidden ? hiddenMs : visibleMs);
+  }
+
+  function beat() {
+    if (state !== "held") return;
+    var body = pageParams();
+    body.append("key", cfg.key);
+    body.set("lock_token", cfg.lockToken);
+    fetch(cfg.prefix + "heartbeat", { method: "POST", body: body, credentials: "same-origin", cache: "no-store" })
+      .then(function (r) {
+        return r.json().catch(function () { return { held: true, message: "" }; }).then(function (s) {
+          if (r.status === 403) return lost(s);
+          if (!r.ok) throw new Error(s.message || "HTTP " + r.status);
+          failures = 0;
+          if (s.held) clearWarning();
+          else lost(s);
+        });
+      })
+      .catch(function () {
+        failures++;
+        if (failures >= 2) {
+          warn("Cannot reach the server to keep your edit lock. Retrying… Your changes are still here.");
+        }
+      })
+      .then(schedule);
+  }
+
+  var explanations = {
+    expired: function () {
+      return "Your edit lock expired.";
+    },
+    session_expired: function () {
+      return "You were away longer than the idle timeout, so your edit lock was released. Someone else may have changed this record since.";
+    },
+    session_ended: function () {
+      return "Your editing session ended (you signed out, or left this page), so your edit lock was released.";
+    },
+    released: function () {
+      return "Your edit lock was released.";
+    },
+    force_released: function (s) {
+      var who = s.actor ? "An administrator, " + s.actor + "," : "An administrator";
+      var why = s.force_reason ? ": \u201c" + s.force_reason + "\u201d" : ".";
+      return who + " released your edit lock" + why;
+    },
+    taken_over: function () {
+      return "You took over editing of this record in another tab or window, so this page no longer holds the edit lock.";
+    },
+    stale_token: function () {
+      return "This record was opened for editing again elsewhere; this page no longer holds its edit lock.";
+    },
+    signed_out: function () {
+      return "You are no longer signed in, so this page lost its edit lock.";
+    }
+  };
+
+  function lost(s) {
+    state = "lost";
+    clearTimeout(timer);
+    var explain = explanations[s.reason];
+    var text = explain ? explain(s) : (s.message || "This page no longer holds the edit lock.");
+    show("lost", "Your edit lock is gone", text,
+      "Your unsaved changes are still in the form below; copy them before you leave this page. Saving from this page is turned off.");
+    disableSaving();
+  }
+
+  function disableSaving() {
+    var saves = document.querySelectorAll("[data-holdfast-save]");
+    for (var i = 0; i < saves.length; i++) {
+      saves[i].disabled = true;
+      saves[i].title = "This page no longer holds the edit lock";
+    }
+    document.documentElement.setAttribute("data-holdfast-state", state);
+  }
+
+  function notice() {
+    var el = document.getElementById("holdfast-notice");
+    if (!el) {
+      el = document.createElement("div");
+      el.id = "holdfast-notice";
+      el.style.cssText = "margin:0 0 1em;padding:.75em 1em;border:2px solid #b00020;background:#fff4f4;color:#222;font:inherit";
+      document.body.insertBefore(el, document.body.firstChild);
+    }
+    return el;
+  }
+
+  function show(kind, title, text, detail) {
+    var el = notice();
+    el.hidden = false;
+    el.className = "holdfast-notice holdfast-" + kind;
+    el.setAttribute("role", "alert");
+    el.textContent = "";
+    var h = document.createElement("strong");
+    h.textContent = title;
+    el.appendChild(h);
+    [text, detail].forEach(function (t) {
+      if (!t) return;
+      var p = document.createElement("p");
+      p.textContent = t;
+      el.appendChild(p);
+    });
+  }
+
+  function warn(text) {
+    show("warning", "Connection problem", text);
+  }
+
+  function clearWarning() {
+    var el = document.getElementById("holdfast-notice");
+    if (el && el.classList.contains("holdfast-warning")) el.hidden = true;
+  }
+
+  // Submitting this page's own form (save, cancel) leaves the page through
+  // the application, which releases the lock itself after saving; a beacon
+  // then would race the save.
+  document.addEventListener("submit", function (e) {
+    var f = e.target;
+    if (f && f.elements && f.elements.holdfast_page && f.elements.holdfast_page.value === cfg.page) {
+      submitting = true;
+    }
+  });
+
+  // Leaving the page any other way (closing the tab, Back, another link)
+  // releases the lock now, instead of after the idle timeout.
+  window.addEventListener("pagehide", function () {
+    if (submitting || state !== "held") return;
+    state = "left";
+    clearTimeout(timer);
+    navigator.sendBeacon(cfg.prefix + "release", pageParams());
+  });
+
+  // Back to a page kept in the back/forward cache: its lock was released
+  // when it was left.
+  window.addEventListener("pageshow", function (e) {
+    submitting = false;
+    if (e.persisted && state === "left") {
+      show("lost", "Your edit lock was released",
+        "You left this page, so its edit lock was released. Open the record again to continue editing.",
+        "Your unsaved changes are still in the form below. Saving from this page is turned off.");
+      disableSaving();
+    }
+  });
+
+  // A tab coming back into view checks at once instead of at the slow pace.
+  document.addEventListener("visibilitychange", function () {
+    if (!document.hidden && state === "held") beat();
+    else schedule();
+  });
+
+  document.documentElement.setAttribute("data-holdfast-state", state);
+  schedule();
+})();

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/holdfast/holdfast"
+	"github.com/holdfast/holdfast/adminui"
 )
 
 // Role is what a bearer token may do. Each role includes the ones below it.
@@ -135,7 +136,25 @@ func (a *authenticator) role(r *http.Request) (Role, bool) {
 	if !ok || !strings.EqualFold(scheme, "Bearer") || secret == "" {
 		return 0, false
 	}
-	digest := sha256.Sum256([]byte(strings.TrimSpace(secret)))
+	return a.roleOf(strings.TrimSpace(secret))
+}
+
+// consoleAccess is what a token grants at the console's sign-in: admins
+// may force-release, every other role may look.
+func (a *authenticator) consoleAccess(secret string) adminui.Access {
+	role, ok := a.roleOf(secret)
+	switch {
+	case !ok:
+		return adminui.NoAccess
+	case role == Admin:
+		return adminui.FullAccess
+	default:
+		return adminui.ReadOnly
+	}
+}
+
+func (a *authenticator) roleOf(secret string) (Role, bool) {
+	digest := sha256.Sum256([]byte(secret))
 	// Compare with every token, not stopping at a match, so the time taken
 	// says nothing about which token matched.
 	found, role := 0, public

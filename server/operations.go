@@ -40,19 +40,3 @@ func serveOpenAPI(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "application/json")
 	w.Write(openAPI)
 }
-
-const consolePage = `<!doctype html>
-<html lang="en">
-<head><meta charset="utf-8"><title>holdfast</title></head>
-<body>
-<h1>holdfast</h1>
-<p>The admin console is not built yet. The HTTP API is served under <code>/v1/</code>;
-its contract is at <a href="/openapi.json">/openapi.json</a>.</p>
-</body>
-</html>
-`
-
-func serveConsole(w http.ResponseWriter, r *http.Request) {
-	w.Header().Set("Content-Type", "text/html; charset=utf-8")
-	w.Write([]byte(consolePage))
-}

@@ -1,6 +1,7 @@
 // Package server is the HTTP API of holdfast: an http.Handler over a
 // *holdfast.Manager that speaks the wire contract of API.md, with bearer
-// token roles, server-sent events, health, metrics and an OpenAPI document.
+// token roles, server-sent events, health, metrics, an OpenAPI document
+// and, at / and under /console/, the admin console of package adminui.
 package server
 
 import (
@@ -14,6 +15,7 @@ import (
 	"time"
 
 	"github.com/holdfast/holdfast"
+	"github.com/holdfast/holdfast/adminui"
 )
 
 // Defaults of Config.
@@ -104,8 +106,9 @@ type Server struct {
 	metrics *Metrics
 	log     *slog.Logger
 
-	routes map[string]map[string]*route // path → method → route
-	ops    map[string]opFunc            // batchable operations by name
+	routes  map[string]map[string]*route // path → method → route
+	console *adminui.Console
+	ops     map[string]opFunc // batchable operations by name
 
 	// closing is closed when the http.Server shuts down, so that event
 	// streams end and Shutdown does not wait for them forever.
@@ -122,6 +125,10 @@ type route struct {
 	query  queryFunc
 	raw    http.HandlerFunc
 	quiet  bool // logged at debug level: probes and scrapes
+	// console marks a page of the admin console: HTML for browsers that
+	// authenticates by its own sign-in cookie. Only its entry point, GET /,
+	// is part of API.md and the OpenAPI document.
+	console bool
 }
 
 // New returns a Server for cfg.
@@ -137,6 +144,17 @@ func New(cfg Config) (*Server, error) {
 		log:     cfg.Logger,
 		closing: make(chan struct{}),
 	}
+	console, err := adminui.New(adminui.Config{
+		Manager:      cfg.Manager,
+		Authenticate: s.auth.consoleAccess,
+		Anonymous:    s.auth.anonymous,
+		EventPing:    cfg.EventPing,
+		Logger:       cfg.Logger,
+	})
+	if err != nil {
+		return nil, err
+	}
+	s.console = console
 	s.ops = map[string]opFunc{
 		"acquire":     s.acquire,
 		"release":     s.release,
@@ -146,7 +164,7 @@ func New(cfg Config) (*Server, error) {
 		"end_session": s.endSession,
 	}
 	s.routes = make(map[string]map[string]*route)
-	for _, rt := range []*route{
+	routes := []*route{
 		{method: "POST", path: "/v1/locks/acquire", role: Client, op: s.acquire},
 		{method: "POST", path: "/v1/locks/release", role: Client, op: s.release},
 		{method: "POST", path: "/v1/locks/renew", role: Client, op: s.renew},
@@ -166,8 +184,12 @@ func New(cfg Config) (*Server, error) {
 		{method: "GET", path: "/readyz", role: public, raw: s.readyz, quiet: true},
 		{method: "GET", path: "/metrics", role: Reader, raw: s.metrics.serveHTTP, quiet: true},
 		{method: "GET", path: "/openapi.json", role: public, raw: serveOpenAPI},
-		{method: "GET", path: "/", role: public, raw: serveConsole},
-	} {
+	}
+	for _, page := range console.Routes() {
+		method, path, _ := strings.Cut(page, " ")
+		routes = append(routes, &route{method: method, path: path, role: public, raw: console.ServeHTTP, console: true})
+	}
+	for _, rt := range routes {
 		if s.routes[rt.path] == nil {
 			s.routes[rt.path] = make(map[string]*route)
 		}
@@ -279,6 +301,7 @@ func (s *Server) HTTPServer() *http.Server {
 // reconnect elsewhere with Last-Event-ID.
 func (s *Server) CloseStreams() {
 	s.closeOnce.Do(func() { close(s.closing) })
+	s.console.CloseStreams()
 }
 
 // methodNotAllowedError is a 405, which API.md's table leaves to HTTP.

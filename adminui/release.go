@@ -68,7 +68,15 @@ type releaseView struct {
 	Sessions int // for a user: the live sessions whose locks go
 }
 
-func (v releaseView) title() string { return "Force release " + v.Target.Describe() }
+// Heading names the holder when there is exactly one.
+func (v releaseView) Heading() string {
+	if v.Target.Key != "" && len(v.Holders) == 1 {
+		return "the lock on " + v.Target.Key + " held by " + v.Holders[0].Holder
+	}
+	return v.Target.Describe()
+}
+
+func (v releaseView) title() string { return "Force release " + v.Heading() }
 
 // confirmRelease names the holders and asks for the reason.
 func (c *Console) confirmRelease(w http.ResponseWriter, r *http.Request) {

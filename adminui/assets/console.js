@@ -76,26 +76,34 @@
     }
   }
 
-  var events = new EventSource('/console/events');
-  events.addEventListener('hello', function () {
-    if (lost) {
-      lost = false;
-      show('live', 'Live · reconnected');
-      refresh(); // catch up on what happened while disconnected
-    } else {
-      show('live', 'Live');
-    }
-  });
-  events.addEventListener('lock', schedule);
-  events.addEventListener('resync', schedule);
-  events.addEventListener('error', function () {
-    if (!lost) {
-      drops++;
-      status.setAttribute('data-drops', String(drops));
-    }
-    lost = true;
-    show('lost', 'Connection lost · reconnecting…');
-  });
+  function connect() {
+    var events = new EventSource('/console/events');
+    events.addEventListener('hello', function () {
+      if (lost) {
+        lost = false;
+        show('live', 'Live · reconnected');
+        refresh(); // catch up on what happened while disconnected
+      } else {
+        show('live', 'Live');
+      }
+    });
+    events.addEventListener('lock', schedule);
+    events.addEventListener('resync', schedule);
+    events.addEventListener('error', function () {
+      if (!lost) {
+        drops++;
+        status.setAttribute('data-drops', String(drops));
+      }
+      lost = true;
+      show('lost', 'Connection lost · reconnecting…');
+      // The browser retries by itself unless the server answered with an
+      // error (say, 503 while it restarts); then try again later.
+      if (events.readyState === EventSource.CLOSED) {
+        window.setTimeout(connect, 5000);
+      }
+    });
+  }
+  connect();
   // Relative times ("expires in 4 min") age between events.
   window.setInterval(schedule, 30000);
 })();

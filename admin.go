@@ -73,7 +73,8 @@ func (m *Manager) ForceRelease(ctx context.Context, req ForceReleaseRequest) (*F
 	return res, nil
 }
 
-// Audit lists audit entries, oldest first, after the cursor.
+// Audit lists audit entries after the cursor, oldest first or, with
+// q.Newest, newest first.
 func (m *Manager) Audit(ctx context.Context, q AuditQuery) (*AuditPage, error) {
 	limit, err := pageSize(q.Limit)
 	if err != nil {
@@ -87,10 +88,14 @@ func (m *Manager) Audit(ctx context.Context, q AuditQuery) (*AuditPage, error) {
 	}
 	var page *AuditPage
 	err = m.view(ctx, "audit", func(o *readOp) error {
-		entries, err := o.rtx.Audit(store.AuditQuery{
+		sq := store.AuditQuery{
 			Key: q.Key, Session: q.Session, User: q.User, Event: string(q.Event),
 			Since: q.Since, After: after, Limit: limit + 1,
-		})
+		}
+		if q.Newest {
+			sq.After, sq.Newest, sq.Before = 0, true, after
+		}
+		entries, err := o.rtx.Audit(sq)
 		if err != nil {
 			return err
 		}

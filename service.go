@@ -203,13 +203,15 @@ type AuditEntry struct {
 	Reason string `json:"reason,omitempty"`
 }
 
-// AuditQuery selects entries for GET /v1/admin/audit.
+// AuditQuery selects entries for GET /v1/admin/audit: oldest first, or
+// newest first with Newest. After is the Next cursor of the previous page.
 type AuditQuery struct {
 	Key     string
 	Session string
 	User    string
 	Event   Event
 	Since   time.Time
+	Newest  bool
 	Limit   int
 	After   string
 }

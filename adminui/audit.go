@@ -12,11 +12,6 @@ import (
 	"github.com/holdfast/holdfast"
 )
 
-// maxAuditScan bounds how many audit entries one page reads. The Manager
-// lists the log oldest first; the console shows the newest first, so it
-// reads forward from the time filter and keeps the last page.
-const maxAuditScan = 50000
-
 // auditEvents are the event filter's options.
 var auditEvents = []holdfast.Event{
 	holdfast.EventAcquired, holdfast.EventReleased, holdfast.EventRenewed, holdfast.EventExpired,
@@ -61,37 +56,15 @@ func (c *Console) auditRows(entries []holdfast.AuditEntry) []auditRow {
 // latestAudit returns up to limit entries matching q, newest first, with
 // IDs below before (0: no bound). more says older entries match too.
 func (c *Console) latestAudit(ctx context.Context, q holdfast.AuditQuery, before uint64, limit int) (entries []holdfast.AuditEntry, more bool, err error) {
-	ring := make([]holdfast.AuditEntry, 0, limit)
-	dropped := false
-	q.Limit = maxPageSize
-	scanned := 0
-scan:
-	for {
-		page, err := c.mgr.Audit(ctx, q)
-		if err != nil {
-			return nil, false, err
-		}
-		for _, e := range page.Entries {
-			if before != 0 && e.ID >= before {
-				break scan
-			}
-			if len(ring) == limit {
-				copy(ring, ring[1:])
-				ring = ring[:limit-1]
-				dropped = true
-			}
-			ring = append(ring, e)
-		}
-		scanned += len(page.Entries)
-		if page.Next == nil || scanned >= maxAuditScan {
-			break
-		}
-		q.After = *page.Next
+	q.Newest, q.Limit = true, limit
+	if before != 0 {
+		q.After = strconv.FormatUint(before, 10)
 	}
-	for i, j := 0, len(ring)-1; i < j; i, j = i+1, j-1 {
-		ring[i], ring[j] = ring[j], ring[i]
+	page, err := c.mgr.Audit(ctx, q)
+	if err != nil {
+		return nil, false, err
 	}
-	return ring, dropped, nil
+	return page.Entries, page.Next != nil, nil
 }
 
 type auditFilter struct {

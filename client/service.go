@@ -130,6 +130,9 @@ func (c *Client) Audit(ctx context.Context, q holdfast.AuditQuery) (*holdfast.Au
 	setIf(v, "session", q.Session)
 	setIf(v, "user", q.User)
 	setIf(v, "event", string(q.Event))
+	if q.Newest {
+		v.Set("order", "newest")
+	}
 	if !q.Since.IsZero() {
 		v.Set("since", q.Since.UTC().Format(time.RFC3339Nano))
 	}

@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"fmt"
 	"net/url"
 
 	"github.com/holdfast/holdfast"
@@ -177,10 +178,19 @@ func (s *Server) listAggregates(ctx context.Context, values url.Values) (any, er
 }
 
 func (s *Server) audit(ctx context.Context, values url.Values) (any, error) {
-	q := newQuery(values, "key", "session", "user", "event", "since", "limit", "after")
+	q := newQuery(values, "key", "session", "user", "event", "since", "order", "limit", "after")
 	aq := holdfast.AuditQuery{
 		Key: q.str("key"), Session: q.str("session"), User: q.str("user"), Event: holdfast.Event(q.str("event")),
 		Since: q.time("since"), Limit: q.int("limit"), After: q.str("after"),
+	}
+	switch order := q.str("order"); order {
+	case "", "oldest":
+	case "newest":
+		aq.Newest = true
+	default:
+		if q.err == nil {
+			q.err = invalidf("order", fmt.Sprintf("order: want oldest or newest, not %q", order))
+		}
 	}
 	if q.err != nil {
 		return nil, q.err

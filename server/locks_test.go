@@ -353,6 +353,11 @@ func TestForceReleaseAndAudit(t *testing.T) {
 	if len(list(t, rest, "entries")) != 1 || rest["next"] != nil {
 		t.Errorf("second page = %v", rest)
 	}
+	newest := list(t, h.get("/v1/admin/audit?key=policy/1&order=newest&limit=1", 200), "entries")
+	if len(newest) != 1 || at(t, newest, 0, "event") != "force_released" {
+		t.Errorf("order=newest, limit 1: %v, want the force_released entry", newest)
+	}
+	wantError(t, h.call("GET", "/v1/admin/audit?order=latest", adminToken, nil), 400, "invalid", "order")
 	wantError(t, h.call("GET", "/v1/admin/audit?since=yesterday", adminToken, nil), 400, "invalid", "since")
 	since := h.get("/v1/admin/audit?since=2026-11-30T11:00:00Z", 200)
 	if len(list(t, since, "entries")) != 0 {

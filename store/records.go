@@ -91,6 +91,10 @@ type AuditQuery struct {
 	User    string
 	Event   string
 	Since   time.Time
-	After   uint64
-	Limit   int
+	// After lists entries with ID > After, oldest first. With Newest set,
+	// entries with ID < Before (0: no bound) are listed newest first.
+	After  uint64
+	Newest bool
+	Before uint64
+	Limit  int
 }

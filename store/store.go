@@ -84,7 +84,8 @@ type ReadTx interface {
 	// LostBefore returns up to limit lost records made before t.
 	LostBefore(before time.Time, limit int) ([]Lost, error)
 
-	// Audit lists audit entries with ID > q.After, oldest first.
+	// Audit lists audit entries with ID > q.After, oldest first, or with
+	// q.Newest those with ID < q.Before, newest first.
 	Audit(q AuditQuery) ([]AuditEntry, error)
 }
 

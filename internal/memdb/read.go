@@ -1,6 +1,7 @@
 package memdb
 
 import (
+	"math"
 	"slices"
 	"strings"
 	"time"
@@ -216,10 +217,7 @@ func (r reader) LostBefore(before time.Time, limit int) ([]store.Lost, error) {
 // read by administrators, not on the lock paths.
 func (r reader) Audit(q store.AuditQuery) ([]store.AuditEntry, error) {
 	var out []store.AuditEntry
-	r.e.audit.AscendGreaterOrEqual(auditItem{id: q.After + 1}, func(it auditItem) bool {
-		if it.id <= q.After { // q.After+1 wrapped around
-			return false
-		}
+	visit := func(it auditItem) bool {
 		e := it.entry
 		if (q.Key != "" && !covers(q.Key, e.Lock.Key)) ||
 			(q.Session != "" && e.Lock.Session != q.Session) ||
@@ -230,6 +228,14 @@ func (r reader) Audit(q store.AuditQuery) ([]store.AuditEntry, error) {
 		}
 		out = append(out, *e)
 		return q.Limit <= 0 || len(out) < q.Limit
-	})
+	}
+	switch {
+	case q.Newest && q.Before > 0:
+		r.e.audit.DescendLessOrEqual(auditItem{id: q.Before - 1}, visit)
+	case q.Newest:
+		r.e.audit.Descend(visit)
+	case q.After < math.MaxUint64:
+		r.e.audit.AscendGreaterOrEqual(auditItem{id: q.After + 1}, visit)
+	}
 	return out, nil
 }

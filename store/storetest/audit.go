@@ -11,6 +11,7 @@ var auditCases = []testCase{
 	{"EveryEvent", testAuditEveryEvent},
 	{"Filters", testAuditFilters},
 	{"Pagination", testAuditPagination},
+	{"NewestFirst", testAuditNewestFirst},
 }
 
 // auditStory makes one of every audit event and returns the time just
@@ -195,6 +196,41 @@ func testAuditPagination(e *env) {
 	for i := range all {
 		if paged[i].ID != all[i].ID {
 			e.t.Fatalf("entry %d: id %d in pages, %d in all", i, paged[i].ID, all[i].ID)
+		}
+	}
+}
+
+// Newest first, paged: the same entries as oldest first, reversed, with
+// filters applied the same way.
+func testAuditNewestFirst(e *env) {
+	e.auditStory()
+	for _, filter := range []holdfast.AuditQuery{{}, {Key: "order/5"}} {
+		all := e.audit(filter)
+		var paged []holdfast.AuditEntry
+		q := filter
+		q.Newest, q.Limit = true, 2
+		for {
+			page, err := e.m.Audit(e.t.Context(), q)
+			if err != nil {
+				e.t.Fatal(err)
+			}
+			paged = append(paged, page.Entries...)
+			if page.Next == nil {
+				break
+			}
+			if len(paged) > len(all) {
+				e.t.Fatalf("pages run past the %d entries", len(all))
+			}
+			q.After = *page.Next
+		}
+		slices.Reverse(all)
+		if len(all) < 2 || !slices.Equal(auditSigs(paged), auditSigs(all)) {
+			e.t.Fatalf("newest first (filter %+v):\n %q\nall, reversed:\n %q", filter, auditSigs(paged), auditSigs(all))
+		}
+		for i := 1; i < len(paged); i++ {
+			if paged[i].ID >= paged[i-1].ID {
+				e.t.Fatalf("entry %d has id %d after %d: not newest first", i, paged[i].ID, paged[i-1].ID)
+			}
 		}
 	}
 }

@@ -77,9 +77,7 @@ var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
 // t ends.
 func newSchema(t testing.TB, pool *pgxpool.Pool) string {
 	t.Helper()
-	var b [6]byte
-	rand.Read(b[:])
-	schema := "hf_test_" + hex.EncodeToString(b[:])
+	schema := randomSchema()
 	if err := pgstore.Migrate(t.Context(), pool, schema); err != nil {
 		t.Fatalf("Migrate: %v", err)
 	}
@@ -91,6 +89,12 @@ func newSchema(t testing.TB, pool *pgxpool.Pool) string {
 		}
 	})
 	return schema
+}
+
+func randomSchema() string {
+	var b [6]byte
+	rand.Read(b[:])
+	return "hf_test_" + hex.EncodeToString(b[:])
 }
 
 func open(t testing.TB, pool *pgxpool.Pool, schema string, now func() time.Time) *pgstore.Store {

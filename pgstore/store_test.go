@@ -188,9 +188,9 @@ func TestOverlappingMultiKeyAcquires(t *testing.T) {
 	keySpace := []string{"order/1", "order/1/line/1", "order/1/line/2", "order/2", "order/3", "order/3/line/1", "order/4", "order/5"}
 	const workers, rounds = 24, 40
 	var (
-		mu      sync.Mutex
-		holders = map[string]string{} // key → session, as granted and not yet released
-		wg      sync.WaitGroup
+		mu               sync.Mutex
+		holders          = map[string]string{} // key → session, as granted and not yet released
+		wg               sync.WaitGroup
 		granted, refused int
 	)
 	conflict := func(session string, keys []string) string {

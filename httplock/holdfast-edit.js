@@ -90,12 +90,16 @@
     disableSaving();
   }
 
+  // disableSaving turns off the page's save buttons and hides what says
+  // the page holds the lock; inputs stay as they are.
   function disableSaving() {
     var saves = document.querySelectorAll("[data-holdfast-save]");
     for (var i = 0; i < saves.length; i++) {
       saves[i].disabled = true;
       saves[i].title = "This page no longer holds the edit lock";
     }
+    var held = document.querySelectorAll("[data-holdfast-held]");
+    for (var j = 0; j < held.length; j++) held[j].hidden = true;
     document.documentElement.setAttribute("data-holdfast-state", state);
   }
 

@@ -50,9 +50,11 @@ type appConfig struct {
 	Locks holdfast.Service
 	Types holdfast.Config
 	DB    *sql.DB
-	// IdleTimeout and PageHeartbeat tune httplock; zero means its defaults.
-	IdleTimeout   time.Duration
-	PageHeartbeat time.Duration
+	// IdleTimeout and the page heartbeats tune httplock; zero means its
+	// defaults.
+	IdleTimeout         time.Duration
+	PageHeartbeat       time.Duration
+	HiddenPageHeartbeat time.Duration
 	// Now is the lock store's clock, for "last active 2 minutes ago".
 	Now    func() time.Time
 	Logger *slog.Logger
@@ -92,11 +94,12 @@ func newApp(ctx context.Context, cfg appConfig) (http.Handler, error) {
 	}
 	a := &app{svc: cfg.Locks, repos: repos, now: cfg.Now, log: cfg.Logger, signedIn: make(map[string]string)}
 	a.mw, err = httplock.New(httplock.Config{
-		Service:       cfg.Locks,
-		Owner:         a.owner,
-		IdleTimeout:   cfg.IdleTimeout,
-		PageHeartbeat: cfg.PageHeartbeat,
-		Logger:        cfg.Logger,
+		Service:             cfg.Locks,
+		Owner:               a.owner,
+		IdleTimeout:         cfg.IdleTimeout,
+		PageHeartbeat:       cfg.PageHeartbeat,
+		HiddenPageHeartbeat: cfg.HiddenPageHeartbeat,
+		Logger:              cfg.Logger,
 	})
 	if err != nil {
 		return nil, err
@@ -220,8 +223,8 @@ type listRow struct {
 // holderView describes a lock for people.
 type holderView struct {
 	Name, Since, Until, LastActive string
-	// Via names the member the lock was taken through ("coverage 3").
-	Via  string
+	// Note says what the holder is doing ("editing coverage Fire").
+	Note string
 	Mine bool
 }
 
@@ -331,9 +334,7 @@ func (a *app) describe(ctx context.Context, l holdfast.Lock, me person) holderVi
 	if h.Name == "" {
 		h.Name = l.Owner.User
 	}
-	if l.RequestedKey != l.Key {
-		h.Via = strings.ReplaceAll(l.RequestedKey, "/", " ")
-	}
+	h.Note = l.Note
 	if s, err := a.svc.Sessions(ctx, holdfast.SessionQuery{Session: l.Owner.Session}); err == nil && len(s.Sessions) == 1 {
 		h.LastActive = ago(now.Sub(time.Time(s.Sessions[0].LastSeen)))
 	}
@@ -541,18 +542,17 @@ func (a *app) editCoverage(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	takeover := r.Method == http.MethodPost && r.PostFormValue("takeover") == "1"
-	c, l, err := a.repos.Coverages.Edit(r.Context(), id, implicit.EditOptions{Takeover: takeover})
+	// The note tells colleagues, who see the policy locked, why. Reading
+	// takes no lock under exclusive-write.
+	c, err := a.repos.Coverages.Find(r.Context(), id)
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	policyID := c.PolicyID
+	c, l, err := a.repos.Coverages.Edit(r.Context(), id, implicit.EditOptions{Takeover: takeover, Note: "editing coverage " + c.Kind})
 	if errors.Is(err, holdfast.ErrLocked) {
-		// Reading takes no lock under exclusive-write.
-		c, ferr := a.repos.Coverages.Find(r.Context(), id)
-		if ferr != nil {
-			a.fail(w, r, ferr)
-			return
-		}
-		a.showPolicy(w, r, http.StatusLocked, c.PolicyID, pageData{
-			TakeoverAction: fmt.Sprintf("/coverages/%d/edit", id),
-			Coverage:       c,
-		})
+		a.showPolicy(w, r, http.StatusLocked, policyID, pageData{TakeoverAction: fmt.Sprintf("/coverages/%d/edit", id)})
 		return
 	}
 	if err != nil {

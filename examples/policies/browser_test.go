@@ -1,0 +1,480 @@
+package main
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+
+	"github.com/holdfast/holdfast"
+	"github.com/holdfast/holdfast/memstore"
+)
+
+const chromiumPath = "/usr/bin/chromium"
+
+// browser is one headless Chromium shared by the tests; every person gets
+// a browser context of their own (separate cookies), like a second browser.
+var browser struct {
+	once sync.Once
+	ctx  context.Context
+	err  error
+	stop func()
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if browser.stop != nil {
+		browser.stop()
+	}
+	os.Exit(code)
+}
+
+func chromium(t *testing.T) context.Context {
+	t.Helper()
+	if _, err := os.Stat(chromiumPath); err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("chromium is required under CI: %v", err)
+		}
+		t.Skipf("browser tests need Chromium at %s (apt-get install chromium): %v", chromiumPath, err)
+	}
+	browser.once.Do(func() {
+		dir, err := os.MkdirTemp("", "policies-chromium-")
+		if err != nil {
+			browser.err = err
+			return
+		}
+		alloc, cancelAlloc := chromedp.NewExecAllocator(context.Background(),
+			chromedp.ExecPath(chromiumPath),
+			chromedp.Flag("headless", true),
+			chromedp.NoSandbox,
+			chromedp.DisableGPU,
+			chromedp.Flag("disable-background-networking", true),
+			chromedp.NoFirstRun,
+			chromedp.NoDefaultBrowserCheck,
+			chromedp.UserDataDir(dir),
+			chromedp.WindowSize(1100, 900),
+		)
+		ctx, cancel := chromedp.NewContext(alloc)
+		browser.err = chromedp.Do(ctx)
+		browser.ctx = ctx
+		browser.stop = func() {
+			cancel()
+			cancelAlloc()
+			os.RemoveAll(dir)
+		}
+	})
+	if browser.err != nil {
+		t.Fatalf("start chromium: %v", browser.err)
+	}
+	return browser.ctx
+}
+
+// fakeClock is the lock store's clock: tests move it past the idle timeout
+// instead of waiting.
+type fakeClock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func (c *fakeClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *fakeClock) Advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = c.now.Add(d)
+}
+
+const idleTimeout = 5 * time.Minute
+
+// site is one running example application with its own lock store.
+type site struct {
+	url   string
+	locks holdfast.Service
+	clock *fakeClock
+	db    *sql.DB
+	t     *testing.T
+}
+
+func startSite(t *testing.T) *site {
+	t.Helper()
+	clock := &fakeClock{now: time.Now().UTC().Truncate(time.Second)}
+	mgr, err := holdfast.New(memstore.New(memstore.Config{Now: clock.Now}), testLockTypes())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { mgr.Close() })
+	db, err := sql.Open("sqlite", "file:"+filepath.Join(t.TempDir(), "policies.db")+"?_pragma=busy_timeout(5000)")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	h, err := newApp(context.Background(), appConfig{
+		Locks: mgr, Types: testLockTypes(), DB: db, Now: clock.Now,
+		// The store's clock moves for idleness; heartbeats run on the
+		// browser's clock, fast, so that a page learns within a second.
+		IdleTimeout: idleTimeout, PageHeartbeat: 200 * time.Millisecond, HiddenPageHeartbeat: 400 * time.Millisecond,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := httptest.NewServer(h)
+	t.Cleanup(ts.Close)
+	return &site{url: ts.URL, locks: mgr, clock: clock, db: db, t: t}
+}
+
+func testLockTypes() holdfast.Config {
+	c := lockTypes()
+	c.SweepInterval = -1 // expiry is decided on every request; the sweep only tidies
+	return c
+}
+
+// tab is one browser tab of one person.
+type tab struct {
+	ctx  context.Context
+	site *site
+	t    *testing.T
+	name string
+}
+
+// signIn opens a new browser context (a separate cookie jar) and signs in.
+func (s *site) signIn(t *testing.T, personID string) *tab {
+	t.Helper()
+	ctx, cancel := chromedp.NewContext(chromium(t), chromedp.WithNewBrowserContext())
+	t.Cleanup(cancel)
+	tb := &tab{ctx: ctx, site: s, t: t, name: personID}
+	tb.start()
+	tb.run(chromedp.Navigate(s.url + "/signin"))
+	tb.click(`button[value="` + personID + `"]`)
+	tb.waitText("Signed in as")
+	return tb
+}
+
+// newTab opens another tab of the same person (same cookies).
+func (tb *tab) newTab(t *testing.T) (*tab, context.CancelFunc) {
+	ctx, cancel := chromedp.NewContext(tb.ctx)
+	t.Cleanup(cancel)
+	n := &tab{ctx: ctx, site: tb.site, t: t, name: tb.name + "-2"}
+	n.start()
+	return n, cancel
+}
+
+// start opens the tab. The context of a tab's first run decides how long
+// the tab lives, so it is the tab's own context, without a timeout.
+func (tb *tab) start() {
+	tb.t.Helper()
+	if err := chromedp.Do(tb.ctx); err != nil {
+		tb.t.Fatalf("%s: open a tab: %v", tb.name, err)
+	}
+}
+
+func (tb *tab) run(steps ...chromedp.Action[chromedp.Void]) {
+	tb.t.Helper()
+	ctx, cancel := context.WithTimeout(tb.ctx, 20*time.Second)
+	defer cancel()
+	if err := chromedp.Do(ctx, steps...); err != nil {
+		tb.t.Fatalf("%s: %v", tb.name, err)
+	}
+}
+
+// get runs one action that returns a value.
+func get[T any](tb *tab, a chromedp.Action[T]) T {
+	tb.t.Helper()
+	ctx, cancel := context.WithTimeout(tb.ctx, 20*time.Second)
+	defer cancel()
+	v, err := chromedp.Run(ctx, a)
+	if err != nil {
+		tb.t.Fatalf("%s: %v", tb.name, err)
+	}
+	return v
+}
+
+// open loads path in the tab.
+func (tb *tab) open(path string) {
+	tb.t.Helper()
+	tb.navigate(fmt.Sprintf("location.assign(%q)", tb.site.url+path))
+}
+
+// click clicks a button or link that loads another page.
+func (tb *tab) click(sel string) {
+	tb.t.Helper()
+	tb.navigate(fmt.Sprintf("document.querySelector(%q).click()", sel))
+}
+
+// navigate runs js, which leaves the page, and waits until the next page
+// has loaded. chromedp's own Navigate waits for the events of the frame it
+// knows, which a tab in its own browser context replaces on its first
+// cross-document navigation; a marker on the old window is simpler.
+func (tb *tab) navigate(js string) {
+	tb.t.Helper()
+	get(tb, chromedp.Evaluate[bool]("window.__leaving = true; "+js+"; true"))
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		ctx, cancel := context.WithTimeout(tb.ctx, 2*time.Second)
+		loaded, err := chromedp.Run(ctx, chromedp.Evaluate[bool](`!window.__leaving && document.readyState === "complete"`))
+		cancel()
+		if err == nil && loaded {
+			return
+		}
+		if time.Now().After(deadline) {
+			tb.t.Fatalf("%s: the page did not load after %s (last error %v)", tb.name, js, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// text returns the visible text of the page.
+func (tb *tab) text() string {
+	tb.t.Helper()
+	return get(tb, chromedp.Evaluate[string](`document.body ? document.body.innerText : ""`))
+}
+
+// waitText polls until the page's main text contains every want.
+func (tb *tab) waitText(want ...string) string {
+	tb.t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		got := tb.text()
+		missing := ""
+		for _, w := range want {
+			if !strings.Contains(got, w) {
+				missing = w
+				break
+			}
+		}
+		if missing == "" {
+			return got
+		}
+		if time.Now().After(deadline) {
+			tb.t.Fatalf("%s: page never showed %q; it shows:\n%s", tb.name, missing, got)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+func (tb *tab) value(sel string) string {
+	tb.t.Helper()
+	return get(tb, chromedp.Value(chromedp.CSS(sel)))
+}
+
+func (tb *tab) disabled(sel string) bool {
+	tb.t.Helper()
+	return get(tb, chromedp.Evaluate[bool](fmt.Sprintf(`document.querySelector(%q).disabled`, sel)))
+}
+
+// screenshot saves the tab under the test's artifact directory (kept with
+// go test -artifacts).
+func (tb *tab) screenshot(name string) {
+	tb.t.Helper()
+	png := get(tb, chromedp.FullScreenshot(100))
+	path := filepath.Join(tb.t.ArtifactDir(), name+".png")
+	if err := os.WriteFile(path, png, 0o644); err != nil {
+		tb.t.Fatal(err)
+	}
+	tb.t.Logf("screenshot %s", path)
+}
+
+// waitLocks polls the lock manager until the policy has n holders.
+func (s *site) waitLocks(key string, n int) []holdfast.Lock {
+	s.t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		page, err := s.locks.Locks(context.Background(), holdfast.LockQuery{Key: key})
+		if err != nil {
+			s.t.Fatal(err)
+		}
+		if len(page.Locks) == n {
+			return page.Locks
+		}
+		if time.Now().After(deadline) {
+			s.t.Fatalf("%s has %d locks, want %d: %+v", key, len(page.Locks), n, page.Locks)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func hhmm(t time.Time) string { return t.UTC().Format("15:04 UTC") }
+
+func TestColleagueSeesTheLockAndClosingTheTabReleasesIt(t *testing.T) {
+	t.Parallel()
+	s := startSite(t)
+	ada := s.signIn(t, "ada")
+	ben := s.signIn(t, "ben")
+
+	editor, _ := ada.newTab(t)
+	editor.open("/policies/1/edit")
+	editor.waitText("Edit policy P-10041", "You are editing this policy.")
+	editor.screenshot("1-editor-holds-the-lock")
+	l := s.waitLocks("policy/1", 1)[0]
+	since, until := hhmm(l.AcquiredAt), hhmm(l.ExpiresAt)
+
+	ben.open("/policies")
+	ben.waitText("Being edited by Ada Lovelace since " + since)
+	ben.screenshot("2-list-shows-who-edits")
+
+	ben.open("/policies/1/edit")
+	ben.waitText("Being edited by Ada Lovelace since "+since, "at "+until+" at the latest",
+		"Last active just now", "ask an administrator to release the lock", "Harbour Bakery Ltd")
+	ben.screenshot("3-colleague-read-only-view")
+
+	// Ada closes the tab: the page's release beacon frees the policy now,
+	// not after the idle timeout.
+	editor.navigate(`location.assign("about:blank")`)
+	s.waitLocks("policy/1", 0)
+
+	ben.open("/policies/1/edit")
+	ben.waitText("You are editing this policy.")
+	// Cancel releases.
+	ben.click("#cancel")
+	ben.waitText("Policy P-10041", "Edit policy")
+	s.waitLocks("policy/1", 0)
+}
+
+func TestClosingTheTabSendsTheBeacon(t *testing.T) {
+	t.Parallel()
+	s := startSite(t)
+	ada := s.signIn(t, "ada")
+	editor, closeTab := ada.newTab(t)
+	editor.open("/policies/3/edit")
+	editor.waitText("You are editing this policy.")
+	s.waitLocks("policy/3", 1)
+	closeTab()
+	s.waitLocks("policy/3", 0)
+}
+
+func TestIdleEditorIsToldAndKeepsTheirInput(t *testing.T) {
+	t.Parallel()
+	s := startSite(t)
+	ada := s.signIn(t, "ada")
+	ben := s.signIn(t, "ben")
+
+	ada.open("/policies/2/edit")
+	ada.waitText("You are editing this policy.")
+	typed := "Call the broker about the cargo limit before renewal"
+	ada.run(chromedp.SendKeys(chromedp.ID("notes"), typed))
+
+	// Ada's laptop sleeps: no heartbeat for longer than the idle timeout.
+	s.clock.Advance(idleTimeout + time.Minute)
+
+	ben.open("/policies/2/edit")
+	ben.waitText("You are editing this policy.")
+
+	got := ada.waitText("Your edit lock is gone", "away longer than the idle timeout", "unsaved changes are still in the form")
+	if strings.Contains(got, "Ben") {
+		t.Logf("page: %s", got)
+	}
+	if v := ada.value("#notes"); v != typed {
+		t.Fatalf("Ada's notes = %q, want her unsaved input %q", v, typed)
+	}
+	if !ada.disabled("#save") {
+		t.Fatal("Save is still enabled on a page that lost its lock")
+	}
+	ada.screenshot("idle-editor-told-input-kept")
+}
+
+func TestAdministratorForceReleaseShowsWhoAndWhy(t *testing.T) {
+	t.Parallel()
+	s := startSite(t)
+	ada := s.signIn(t, "ada")
+	carol := s.signIn(t, "carol")
+
+	ada.open("/policies/3/edit")
+	ada.waitText("You are editing this policy.")
+	get(ada, chromedp.Evaluate[string](`document.querySelector("#premium").value = ""`))
+	ada.run(chromedp.SendKeys(chromedp.ID("premium"), "350.00 EUR"))
+
+	carol.open("/admin/locks")
+	carol.waitText("policy/3", "Ada Lovelace")
+	carol.screenshot("admin-locks")
+	carol.run(chromedp.SetValue(chromedp.CSS(`input[name="reason"]`), "Month-end close, Ada is out today"))
+	carol.click(`#locks button`)
+	carol.waitText("Released.")
+	s.waitLocks("policy/3", 0)
+
+	ada.waitText("An administrator, Carol Diaz, released your edit lock: \u201cMonth-end close, Ada is out today\u201d")
+	if v := ada.value("#premium"); v != "350.00 EUR" {
+		t.Fatalf("premium = %q, want Ada's unsaved input", v)
+	}
+	ada.screenshot("editor-told-admin-released")
+
+	// A late save (the button forced back on) is refused by the server,
+	// with the same explanation, and the input is still there.
+	get(ada, chromedp.Evaluate[bool](`document.querySelector("#save").disabled = false`))
+	ada.click("#save")
+	ada.waitText("Not saved", "Carol Diaz", "Month-end close, Ada is out today")
+	if v := ada.value("#premium"); v != "350.00 EUR" {
+		t.Fatalf("premium after refused save = %q", v)
+	}
+	var premium string
+	if err := s.db.QueryRow(`SELECT premium FROM policies WHERE id = 3`).Scan(&premium); err != nil || premium != "312.50 EUR" {
+		t.Fatalf("stored premium = %q, %v; the late save landed", premium, err)
+	}
+}
+
+func TestSecondTabOfTheSamePersonTakesOver(t *testing.T) {
+	t.Parallel()
+	s := startSite(t)
+	ada := s.signIn(t, "ada")
+
+	ada.open("/policies/2/edit")
+	ada.waitText("You are editing this policy.")
+	ada.run(chromedp.SendKeys(chromedp.ID("notes"), "typed in the first tab"))
+
+	second, _ := ada.newTab(t)
+	second.open("/policies/2/edit")
+	second.waitText("You are already editing this policy in another tab or window", "Take over from your other tab")
+	second.screenshot("second-tab-offers-take-over")
+	second.click("#takeover")
+	second.waitText("You are editing this policy.")
+
+	ada.waitText("You took over editing of this record in another tab or window")
+	if v := ada.value("#notes"); v != "typed in the first tab" {
+		t.Fatalf("first tab's notes = %q", v)
+	}
+	ada.screenshot("first-tab-taken-over")
+
+	second.run(chromedp.SetValue(chromedp.ID("notes"), "saved from the second tab"))
+	second.click("#save")
+	second.waitText("Saved.", "saved from the second tab")
+	s.waitLocks("policy/2", 0)
+}
+
+func TestEditingACoverageLocksThePolicy(t *testing.T) {
+	t.Parallel()
+	s := startSite(t)
+	ada := s.signIn(t, "ada")
+	ben := s.signIn(t, "ben")
+
+	ben.open("/policies/1")
+	ben.click("#edit-coverage-1")
+	ben.waitText("Edit coverage Fire of policy P-10041", "locks the whole policy")
+	ben.screenshot("coverage-edit")
+	l := s.waitLocks("policy/1", 1)[0]
+	if l.Key != "policy/1" || l.Note != "editing coverage Fire" {
+		t.Fatalf("lock = %+v, want the policy's lock, noting the coverage", l)
+	}
+
+	ada.open("/policies/1/edit")
+	ada.waitText("Being edited by Ben Carter", "They are editing coverage Fire, which locks the whole policy")
+	ada.screenshot("policy-locked-through-coverage")
+	ada.open("/coverages/2/edit")
+	ada.waitText("Being edited by Ben Carter")
+
+	ben.run(chromedp.SetValue(chromedp.ID("limit"), "750,000 EUR"))
+	ben.click("#save")
+	ben.waitText("Coverage saved.", "750,000 EUR")
+	s.waitLocks("policy/1", 0)
+	ada.open("/policies/1/edit")
+	ada.waitText("You are editing this policy.")
+}

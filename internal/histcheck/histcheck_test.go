@@ -1,0 +1,269 @@
+package histcheck_test
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"math"
+	"net/http/httptest"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/holdfast/holdfast"
+	"github.com/holdfast/holdfast/client"
+	"github.com/holdfast/holdfast/internal/histcheck"
+	"github.com/holdfast/holdfast/memstore"
+	"github.com/holdfast/holdfast/pebblestore"
+	"github.com/holdfast/holdfast/server"
+	"github.com/holdfast/holdfast/store"
+)
+
+const longTTL = 24 * time.Hour
+
+// serve runs a real HTTP server over a Manager on st and returns a client
+// of it.
+func serve(t testing.TB, st store.Store) holdfast.Service {
+	t.Helper()
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	mgr, err := holdfast.New(st, holdfast.Config{Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := server.New(server.Config{Manager: mgr, Anonymous: true, Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := httptest.NewServer(srv)
+	t.Cleanup(func() {
+		hs.Close()
+		mgr.Close()
+		st.Close()
+	})
+	c, err := client.New(client.Config{BaseURL: hs.URL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+func runAndCheck(t *testing.T, svc holdfast.Service, w histcheck.Workload) error {
+	t.Helper()
+	rec := histcheck.NewRecorder(longTTL)
+	w.Run(context.Background(), svc, rec, false)
+	if err := w.ReadAll(context.Background(), svc, rec, w.Clients); err != nil {
+		t.Fatal(err)
+	}
+	h := rec.History()
+	counts := map[histcheck.Outcome]int{}
+	for _, op := range h {
+		counts[op.Output.Outcome]++
+	}
+	t.Logf("%d operations: %v", len(h), counts)
+	if counts[histcheck.Locked] == 0 || counts[histcheck.OK] == 0 {
+		t.Fatalf("the workload made no contention (%v): it proves nothing", counts)
+	}
+	return histcheck.Check(h, histcheck.CheckConfig{VisualizeDir: histcheck.VisualizeDir()})
+}
+
+// TestRealStoresPass runs the workload over the real server on each store
+// that exists and checks the history.
+func TestRealStoresPass(t *testing.T) {
+	t.Parallel()
+	stores := map[string]func(t *testing.T) store.Store{
+		"memstore": func(*testing.T) store.Store { return memstore.New(memstore.Config{}) },
+		"pebblestore": func(t *testing.T) store.Store {
+			st, err := pebblestore.Open(filepath.Join(t.TempDir(), "data"), pebblestore.Config{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return st
+		},
+	}
+	for name, open := range stores {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			w := histcheck.Workload{Families: 4, Clients: 8, Ops: 60, Seed: 1}
+			if err := runAndCheck(t, serve(t, open(t)), w); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}
+
+// leakyStore is a broken store: now and then its Related misses a lock,
+// so the Manager does not see a holder and grants twice.
+type leakyStore struct {
+	store.Store
+	calls atomic.Uint64
+}
+
+func (s *leakyStore) Update(ctx context.Context, fn func(store.Tx) error) error {
+	return s.Store.Update(ctx, func(tx store.Tx) error { return fn(&leakyTx{Tx: tx, s: s}) })
+}
+
+type leakyTx struct {
+	store.Tx
+	s *leakyStore
+}
+
+func (tx *leakyTx) Related(key string, fn func(store.Lock) bool) error {
+	return tx.Tx.Related(key, func(l store.Lock) bool {
+		if tx.s.calls.Add(1)%5 == 0 {
+			return true // missed
+		}
+		return fn(l)
+	})
+}
+
+// TestCheckerCatchesDoubleGrants proves the checker can fail: the same
+// workload over a store that occasionally double-grants must not pass.
+func TestCheckerCatchesDoubleGrants(t *testing.T) {
+	t.Parallel()
+	st := &leakyStore{Store: memstore.New(memstore.Config{})}
+	w := histcheck.Workload{Families: 4, Clients: 8, Ops: 60, Seed: 1}
+	err := runAndCheck(t, serve(t, st), w)
+	if err == nil {
+		t.Fatal("the history over a store that double-grants passed the check")
+	}
+	t.Logf("caught, as it must be: %v", err)
+}
+
+// op builds a recorded operation; ret < 0 means unknown outcome.
+func op(client int, call, ret int64, in histcheck.Input, out histcheck.Output) histcheck.Op {
+	if ret < 0 {
+		ret = math.MaxInt64
+	}
+	return histcheck.Op{Client: client, Call: call, Return: ret, Input: in, Output: out}
+}
+
+func acq(session, key string) histcheck.Input {
+	return histcheck.Input{Kind: histcheck.Acquire, Family: "f", Session: session, Keys: []string{key}}
+}
+
+func granted(session, key string, token uint64) histcheck.Output {
+	return histcheck.Output{Outcome: histcheck.OK, Grants: []histcheck.Grant{{Key: key, Session: session, Token: token}}}
+}
+
+func holders(key string) histcheck.Input {
+	return histcheck.Input{Kind: histcheck.Holders, Family: "f", Keys: []string{key}}
+}
+
+func listed(gs ...histcheck.Grant) histcheck.Output {
+	return histcheck.Output{Outcome: histcheck.OK, Grants: gs}
+}
+
+// TestModel checks the model on small hand-written histories, legal and
+// not.
+func TestModel(t *testing.T) {
+	t.Parallel()
+	unknown := histcheck.Output{Outcome: histcheck.Unknown}
+	cases := []struct {
+		name  string
+		legal bool
+		h     []histcheck.Op
+	}{
+		{"two exclusive grants on one key", false, []histcheck.Op{
+			op(0, 0, 10, acq("a", "k"), granted("a", "k", 1)),
+			op(1, 20, 30, acq("b", "k"), granted("b", "k", 2)),
+		}},
+		{"exclusive grant under a held ancestor", false, []histcheck.Op{
+			op(0, 0, 10, acq("a", "k"), granted("a", "k", 1)),
+			op(1, 20, 30, acq("b", "k/c"), granted("b", "k/c", 2)),
+		}},
+		{"grant after release", true, []histcheck.Op{
+			op(0, 0, 10, acq("a", "k"), granted("a", "k", 1)),
+			op(0, 11, 12, histcheck.Input{Kind: histcheck.Release, Family: "f", Session: "a", Keys: []string{"k"}},
+				histcheck.Output{Outcome: histcheck.OK, Grants: []histcheck.Grant{{Key: "k", Session: "a", Token: 1}}}),
+			op(1, 20, 30, acq("b", "k"), granted("b", "k", 2)),
+		}},
+		{"token going backwards", false, []histcheck.Op{
+			op(0, 0, 10, acq("a", "k"), granted("a", "k", 5)),
+			op(1, 20, 30, acq("b", "j"), granted("b", "j", 4)),
+		}},
+		{"re-entrant acquire keeps the token", true, []histcheck.Op{
+			op(0, 0, 10, acq("a", "k"), granted("a", "k", 5)),
+			op(0, 20, 30, acq("a", "k"), granted("a", "k", 5)),
+		}},
+		{"re-entrant acquire with another token", false, []histcheck.Op{
+			op(0, 0, 10, acq("a", "k"), granted("a", "k", 5)),
+			op(0, 20, 30, acq("a", "k"), granted("a", "k", 6)),
+		}},
+		{"acknowledged grant missing from a later read", false, []histcheck.Op{
+			op(0, 0, 10, acq("a", "k"), granted("a", "k", 1)),
+			op(1, 20, 30, holders("k"), listed()),
+		}},
+		{"unknown acquire that happened", true, []histcheck.Op{
+			op(0, 0, -1, acq("a", "k"), unknown),
+			op(1, 20, 30, holders("k"), listed(histcheck.Grant{Key: "k", Session: "a", Token: 3})),
+			op(1, 40, 50, acq("b", "j"), granted("b", "j", 4)),
+		}},
+		{"unknown acquire that did not happen", true, []histcheck.Op{
+			op(0, 0, -1, acq("a", "k"), unknown),
+			op(1, 20, 30, holders("k"), listed()),
+		}},
+		{"unknown acquire revealed with a token already used", false, []histcheck.Op{
+			op(0, 0, 10, acq("b", "j"), granted("b", "j", 3)),
+			op(0, 11, -1, acq("a", "k"), unknown),
+			op(1, 20, 30, holders("k"), listed(histcheck.Grant{Key: "k", Session: "a", Token: 3})),
+		}},
+		{"an unknown acquire cannot land after the cut", false, []histcheck.Op{
+			op(0, 0, 15, acq("a", "k"), unknown),
+			op(1, 20, 30, holders("k"), listed()),
+			op(1, 40, 50, holders("k"), listed(histcheck.Grant{Key: "k", Session: "a", Token: 3})),
+		}},
+		{"refusal naming the holder", true, []histcheck.Op{
+			op(0, 0, 10, acq("a", "k"), granted("a", "k", 1)),
+			op(1, 20, 30, acq("b", "k/c"), histcheck.Output{Outcome: histcheck.Locked, Grants: []histcheck.Grant{{Key: "k", Session: "a", Token: 1}}}),
+		}},
+		{"refusal with nobody holding", false, []histcheck.Op{
+			op(1, 20, 30, acq("b", "k/c"), histcheck.Output{Outcome: histcheck.Locked}),
+		}},
+		{"shared holders together", true, []histcheck.Op{
+			op(0, 0, 10, histcheck.Input{Kind: histcheck.Acquire, Family: "f", Session: "a", Keys: []string{"k"}, Shared: true},
+				histcheck.Output{Outcome: histcheck.OK, Grants: []histcheck.Grant{{Key: "k", Session: "a", Shared: true, Token: 1}}}),
+			op(1, 20, 30, histcheck.Input{Kind: histcheck.Acquire, Family: "f", Session: "b", Keys: []string{"k"}, Shared: true},
+				histcheck.Output{Outcome: histcheck.OK, Grants: []histcheck.Grant{{Key: "k", Session: "b", Shared: true, Token: 2}}}),
+		}},
+		{"takeover by the same user", true, []histcheck.Op{
+			op(0, 0, 10, histcheck.Input{Kind: histcheck.Acquire, Family: "f", Session: "a", User: "ann", Keys: []string{"k"}},
+				histcheck.Output{Outcome: histcheck.OK, Grants: []histcheck.Grant{{Key: "k", Session: "a", User: "ann", Token: 1}}}),
+			op(1, 20, 30, histcheck.Input{Kind: histcheck.Acquire, Family: "f", Session: "b", User: "ann", Keys: []string{"k"}, Takeover: true},
+				histcheck.Output{Outcome: histcheck.OK, Grants: []histcheck.Grant{{Key: "k", Session: "b", User: "ann", Token: 2}}}),
+			op(0, 40, 50, histcheck.Input{Kind: histcheck.Verify, Family: "f", Session: "a", Keys: []string{"k"}},
+				histcheck.Output{Outcome: histcheck.Lost}),
+		}},
+		{"takeover by another user", false, []histcheck.Op{
+			op(0, 0, 10, histcheck.Input{Kind: histcheck.Acquire, Family: "f", Session: "a", User: "ann", Keys: []string{"k"}},
+				histcheck.Output{Outcome: histcheck.OK, Grants: []histcheck.Grant{{Key: "k", Session: "a", User: "ann", Token: 1}}}),
+			op(1, 20, 30, histcheck.Input{Kind: histcheck.Acquire, Family: "f", Session: "b", User: "bob", Keys: []string{"k"}, Takeover: true},
+				histcheck.Output{Outcome: histcheck.OK, Grants: []histcheck.Grant{{Key: "k", Session: "b", User: "bob", Token: 2}}}),
+		}},
+		{"force release frees the key", true, []histcheck.Op{
+			op(0, 0, 10, acq("a", "k"), granted("a", "k", 1)),
+			op(2, 11, 12, histcheck.Input{Kind: histcheck.ForceRelease, Family: "f", Keys: []string{"k"}},
+				histcheck.Output{Outcome: histcheck.OK, Grants: []histcheck.Grant{{Key: "k", Session: "a", Token: 1}}}),
+			op(1, 20, 30, acq("b", "k"), granted("b", "k", 2)),
+		}},
+		{"stale token release", true, []histcheck.Op{
+			op(0, 0, 10, acq("a", "k"), granted("a", "k", 7)),
+			op(0, 11, 12, histcheck.Input{Kind: histcheck.Release, Family: "f", Session: "a", Keys: []string{"k"}, Token: 6},
+				histcheck.Output{Outcome: histcheck.Stale, Grants: []histcheck.Grant{{Key: "k", Session: "a", Token: 7}}}),
+			op(1, 20, 30, holders("k"), listed(histcheck.Grant{Key: "k", Session: "a", Token: 7})),
+		}},
+		{"an answer no server gives", false, []histcheck.Op{
+			op(0, 0, 10, acq("a", "k"), histcheck.Output{Outcome: histcheck.Failed, Err: "500"}),
+		}},
+	}
+	for _, c := range cases {
+		err := histcheck.Check(c.h, histcheck.CheckConfig{})
+		if (err == nil) != c.legal {
+			t.Errorf("%s: legal=%v, check said %v", c.name, c.legal, err)
+		}
+		if err != nil && !c.legal && !strings.Contains(err.Error(), "f") {
+			t.Errorf("%s: the error does not name the family: %v", c.name, err)
+		}
+	}
+}

@@ -1,0 +1,434 @@
+package histcheck
+
+import (
+	"fmt"
+	"hash/fnv"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/anishathalye/porcupine"
+	"github.com/holdfast/holdfast"
+)
+
+// state is what the model knows of one family: the live locks, sorted by
+// key then session, and the highest token issued in it. It is never
+// changed in place.
+type state struct {
+	locks    []Grant
+	maxToken uint64
+}
+
+func (s state) find(key, session string) (int, bool) {
+	return slices.BinarySearchFunc(s.locks, Grant{Key: key, Session: session}, compareGrants)
+}
+
+func (s state) with(locks []Grant, maxToken uint64) state {
+	slices.SortFunc(locks, compareGrants)
+	return state{locks: locks, maxToken: max(s.maxToken, maxToken)}
+}
+
+// related reports whether locks on a and b conflict-check: equal keys, or
+// one an ancestor of the other.
+func related(a, b string) bool { return holdfast.Covers(a, b) || holdfast.Covers(b, a) }
+
+// model is the lock semantics as a porcupine model, split by family. It is
+// nondeterministic only for unknown outcomes: such an operation may or may
+// not have happened.
+var model = porcupine.NondeterministicModel{
+	Partition: func(history []porcupine.Operation) [][]porcupine.Operation {
+		byFamily := map[string][]porcupine.Operation{}
+		var order []string
+		for _, op := range history {
+			f := op.Input.(Input).Family
+			if _, ok := byFamily[f]; !ok {
+				order = append(order, f)
+			}
+			byFamily[f] = append(byFamily[f], op)
+		}
+		out := make([][]porcupine.Operation, 0, len(order))
+		for _, f := range order {
+			out = append(out, byFamily[f])
+		}
+		return out
+	},
+	Init: func() []any { return []any{state{}} },
+	Step: func(st, in, out any) []any {
+		return step(st.(state), in.(Input), out.(Output))
+	},
+	Equal: func(a, b any) bool {
+		x, y := a.(state), b.(state)
+		return x.maxToken == y.maxToken && slices.Equal(x.locks, y.locks)
+	},
+	Hash: func(st any) uint64 {
+		h := fnv.New64a()
+		h.Write([]byte(describeState(st.(state))))
+		return h.Sum64()
+	},
+	DescribeOperation: func(in, out any) string { return describeOp(in.(Input), out.(Output)) },
+	DescribeState:     func(st any) string { return describeState(st.(state)) },
+}
+
+// step returns every state the family can be in after the operation, or
+// none when the answer is impossible from st.
+func step(st state, in Input, out Output) []any {
+	if out.Outcome == Failed {
+		return nil
+	}
+	if out.Outcome == Unknown {
+		// It either did not happen, or happened with an answer we did not
+		// see. Reads change nothing either way.
+		next := []any{st}
+		if after, ok := apply(st, in); ok {
+			next = append(next, after)
+		}
+		return next
+	}
+	if next, ok := check(st, in, out); ok {
+		return []any{next}
+	}
+	return nil
+}
+
+// apply is the effect of a successful operation whose answer is unknown;
+// new tokens stay unknown (0).
+func apply(st state, in Input) (state, bool) {
+	switch in.Kind {
+	case Acquire:
+		blockers := blocking(st, in)
+		if len(blockers) > 0 && !takesOver(in, blockers) {
+			return st, false
+		}
+		next, _, ok := grant(st, in, blockers, nil)
+		return next, ok
+	case Release:
+		return release(st, in.Session, in.Keys, in.Token)
+	case ForceRelease:
+		return remove(st, func(g Grant) bool { return slices.Contains(in.Keys, g.Key) }), true
+	case EndSession:
+		return remove(st, func(g Grant) bool { return g.Session == in.Session }), true
+	}
+	return st, false
+}
+
+// check returns the state after the operation when out is a possible
+// answer to in from st.
+func check(st state, in Input, out Output) (state, bool) {
+	switch in.Kind {
+	case Acquire:
+		blockers := blocking(st, in)
+		if len(blockers) > 0 && !takesOver(in, blockers) {
+			if out.Outcome != Locked {
+				return st, false
+			}
+			return st.reveal(blockers, out.Grants)
+		}
+		if out.Outcome != OK {
+			return st, false
+		}
+		next, want, ok := grant(st, in, blockers, out.Grants)
+		if !ok || len(want) != len(out.Grants) {
+			return st, false
+		}
+		return next, true
+
+	case Release:
+		var held []Grant
+		var notHeld []string
+		for _, k := range in.Keys {
+			if i, ok := st.find(k, in.Session); ok {
+				held = append(held, st.locks[i])
+			} else {
+				notHeld = append(notHeld, k)
+			}
+		}
+		if in.Token != 0 && len(held) == 1 && held[0].Token != in.Token {
+			// A known other token must be refused; an unknown one may be
+			// either, and the answer tells which.
+			if out.Outcome == Stale && len(out.Grants) == 1 && out.Grants[0].Token != in.Token {
+				return st.reveal(held, out.Grants)
+			}
+			if held[0].Token != 0 {
+				return st, false
+			}
+			held[0].Token = in.Token
+		}
+		if out.Outcome != OK || !slices.Equal(sorted(notHeld), out.NotHeld) {
+			return st, false
+		}
+		next, ok := st.reveal(held, out.Grants)
+		if !ok {
+			return st, false
+		}
+		return remove(next, func(g Grant) bool { return g.Session == in.Session && slices.Contains(in.Keys, g.Key) }), true
+
+	case Renew:
+		var held []Grant
+		for _, k := range in.Keys {
+			i, ok := st.find(k, in.Session)
+			if !ok {
+				return st, out.Outcome == Lost
+			}
+			held = append(held, st.locks[i])
+		}
+		if out.Outcome != OK {
+			return st, false
+		}
+		return st.reveal(held, out.Grants)
+
+	case Verify:
+		i, ok := st.find(in.Keys[0], in.Session)
+		if !ok {
+			return st, out.Outcome == Lost
+		}
+		g := st.locks[i]
+		switch {
+		case out.Outcome == OK && (in.Token == 0 || g.Token == 0 || g.Token == in.Token):
+			if in.Token != 0 && len(out.Grants) == 1 && out.Grants[0].Token != in.Token {
+				return st, false
+			}
+			return st.reveal([]Grant{g}, out.Grants)
+		case out.Outcome == Stale && in.Token != 0 && g.Token != in.Token &&
+			len(out.Grants) == 1 && out.Grants[0].Token != in.Token:
+			return st.reveal([]Grant{g}, out.Grants)
+		}
+		return st, false
+
+	case Holders:
+		if out.Outcome != OK {
+			return st, false
+		}
+		var want []Grant
+		for _, g := range st.locks {
+			if related(g.Key, in.Keys[0]) {
+				want = append(want, g)
+			}
+		}
+		return st.reveal(want, out.Grants)
+
+	case ForceRelease:
+		if out.Outcome != OK {
+			return st, false
+		}
+		var want []Grant
+		for _, g := range st.locks {
+			if slices.Contains(in.Keys, g.Key) {
+				want = append(want, g)
+			}
+		}
+		next, ok := st.reveal(want, out.Grants)
+		return remove(next, func(g Grant) bool { return slices.Contains(in.Keys, g.Key) }), ok
+
+	case EndSession:
+		if out.Outcome != OK {
+			return st, false
+		}
+		var want []Grant
+		for _, g := range st.locks {
+			if g.Session == in.Session {
+				want = append(want, g)
+			}
+		}
+		next, ok := st.reveal(want, out.Grants)
+		return remove(next, func(g Grant) bool { return g.Session == in.Session }), ok
+	}
+	return st, false
+}
+
+// blocking returns the other sessions' locks that conflict with the
+// acquire, sorted and without duplicates.
+func blocking(st state, in Input) []Grant {
+	var out []Grant
+	for _, g := range st.locks {
+		if g.Session == in.Session || (in.Shared && g.Shared) || slices.Contains(out, g) {
+			continue
+		}
+		if slices.ContainsFunc(in.Keys, func(k string) bool { return related(g.Key, k) }) {
+			out = append(out, g)
+		}
+	}
+	return out
+}
+
+// takesOver reports whether a takeover acquire ends every blocker: all are
+// the requester's own (non-empty) user.
+func takesOver(in Input, blockers []Grant) bool {
+	if !in.Takeover || in.User == "" {
+		return false
+	}
+	for _, b := range blockers {
+		if b.User != in.User {
+			return false
+		}
+	}
+	return true
+}
+
+// grant applies a successful acquire: blockers (taken over) end, each key
+// gets a new lock with a new token, or keeps the session's lock and its
+// token, or (shared to exclusive) is upgraded with a new token. With seen
+// set, the answer's grants must match and their tokens fill in the new
+// ones; want is the grants the answer must list.
+func grant(st state, in Input, blockers []Grant, seen []Grant) (next state, want []Grant, ok bool) {
+	locks := slices.DeleteFunc(slices.Clone(st.locks), func(g Grant) bool { return slices.Contains(blockers, g) })
+	keys := sorted(in.Keys)
+	keys = slices.Compact(keys)
+	maxToken := st.maxToken
+	for _, k := range keys {
+		i := slices.IndexFunc(locks, func(g Grant) bool { return g.Key == k && g.Session == in.Session })
+		var g Grant
+		isNew := true
+		if i >= 0 {
+			g = locks[i]
+			isNew = g.Shared && !in.Shared
+			g.Shared = g.Shared && in.Shared
+			locks = slices.Delete(locks, i, i+1)
+		} else {
+			g = Grant{Key: k, Session: in.Session, User: in.User, Shared: in.Shared}
+		}
+		if isNew {
+			g.Token = 0
+		}
+		if seen != nil {
+			j := slices.IndexFunc(seen, func(s Grant) bool { return s.Key == k })
+			if j < 0 {
+				return st, nil, false
+			}
+			s := seen[j]
+			switch {
+			case s.Session != g.Session || s.Shared != g.Shared || s.User != g.User:
+				return st, nil, false
+			case isNew && s.Token <= maxToken:
+				return st, nil, false // tokens only grow
+			case !isNew && g.Token != 0 && s.Token != g.Token:
+				return st, nil, false // re-entrant: the token is kept
+			}
+			g.Token = s.Token
+			maxToken = max(maxToken, s.Token)
+		}
+		want = append(want, g)
+		locks = append(locks, g)
+	}
+	if seen != nil && !tokensUnique(locks) {
+		return st, nil, false
+	}
+	return st.with(locks, maxToken), want, true
+}
+
+// release removes the session's locks on keys; with token set (one key),
+// only when it is that grant.
+func release(st state, session string, keys []string, token uint64) (state, bool) {
+	if token != 0 && len(keys) == 1 {
+		if i, ok := st.find(keys[0], session); ok && st.locks[i].Token != 0 && st.locks[i].Token != token {
+			return st, false
+		}
+	}
+	return remove(st, func(g Grant) bool { return g.Session == session && slices.Contains(keys, g.Key) }), true
+}
+
+func remove(st state, drop func(Grant) bool) state {
+	return state{locks: slices.DeleteFunc(slices.Clone(st.locks), drop), maxToken: st.maxToken}
+}
+
+// reveal checks that the answer lists exactly the grants want (the
+// model's view of them) and learns their unknown tokens from it.
+func (st state) reveal(want, seen []Grant) (state, bool) {
+	want = slices.Clone(want)
+	slices.SortFunc(want, compareGrants)
+	if len(want) != len(seen) {
+		return st, false
+	}
+	learned := false
+	maxToken := st.maxToken
+	for i, w := range want {
+		s := seen[i]
+		if w.Key != s.Key || w.Session != s.Session || w.Shared != s.Shared || w.User != s.User {
+			return st, false
+		}
+		switch {
+		case w.Token == s.Token:
+		case w.Token == 0 && s.Token > 0:
+			learned = true
+			maxToken = max(maxToken, s.Token)
+		default:
+			return st, false
+		}
+	}
+	if !learned {
+		return st, true
+	}
+	locks := slices.Clone(st.locks)
+	for _, s := range seen {
+		if i, ok := st.find(s.Key, s.Session); ok && locks[i].Token == 0 {
+			locks[i].Token = s.Token
+		}
+	}
+	if !tokensUnique(locks) {
+		return st, false
+	}
+	return state{locks: locks, maxToken: maxToken}, true
+}
+
+// tokensUnique reports whether no two grants share a known token.
+func tokensUnique(locks []Grant) bool {
+	seen := make(map[uint64]bool, len(locks))
+	for _, g := range locks {
+		if g.Token == 0 {
+			continue
+		}
+		if seen[g.Token] {
+			return false
+		}
+		seen[g.Token] = true
+	}
+	return true
+}
+
+func describeGrant(g Grant) string {
+	mode := "x"
+	if g.Shared {
+		mode = "s"
+	}
+	tok := "?"
+	if g.Token != 0 {
+		tok = strconv.FormatUint(g.Token, 10)
+	}
+	return fmt.Sprintf("%s@%s/%s#%s", g.Key, g.Session, mode, tok)
+}
+
+func describeGrants(gs []Grant) string {
+	parts := make([]string, len(gs))
+	for i, g := range gs {
+		parts[i] = describeGrant(g)
+	}
+	return "[" + strings.Join(parts, " ") + "]"
+}
+
+func describeState(st state) string {
+	return describeGrants(st.locks) + " max#" + strconv.FormatUint(st.maxToken, 10)
+}
+
+func describeOp(in Input, out Output) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s %s", in.Kind, strings.Join(in.Keys, ","))
+	if in.Session != "" {
+		fmt.Fprintf(&b, " by %s", in.Session)
+	}
+	if in.Shared {
+		b.WriteString(" shared")
+	}
+	if in.Takeover {
+		b.WriteString(" takeover")
+	}
+	if in.Token != 0 {
+		fmt.Fprintf(&b, " token %d", in.Token)
+	}
+	fmt.Fprintf(&b, " → %s %s", out.Outcome, describeGrants(out.Grants))
+	if len(out.NotHeld) > 0 {
+		fmt.Fprintf(&b, " not held %v", out.NotHeld)
+	}
+	if out.Err != "" {
+		b.WriteString(" " + out.Err)
+	}
+	return b.String()
+}

@@ -1,0 +1,144 @@
+package histcheck
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"sync"
+
+	"github.com/holdfast/holdfast"
+)
+
+// Workload is a random mix of lock operations by concurrent clients on a
+// few small key families, built to make conflicts frequent: each family is
+// a root key with children and a grandchild, and three sessions, two of
+// them the same user (so takeovers happen) and one anonymous.
+type Workload struct {
+	// Prefix starts every key and session, so several workloads can share
+	// a server; default "h".
+	Prefix   string
+	Families int // default 4
+	Clients  int // default 8
+	// Ops is how many operations each client makes; zero means until the
+	// context ends.
+	Ops  int
+	Seed uint64
+}
+
+func (w Workload) withDefaults() Workload {
+	if w.Prefix == "" {
+		w.Prefix = "h"
+	}
+	if w.Families == 0 {
+		w.Families = 4
+	}
+	if w.Clients == 0 {
+		w.Clients = 8
+	}
+	return w
+}
+
+// Keys returns every key of a family.
+func (w Workload) Keys(family int) []string {
+	w = w.withDefaults()
+	root := fmt.Sprintf("%s/%d", w.Prefix, family)
+	return []string{root, root + "/a", root + "/a/x", root + "/b"}
+}
+
+// Family names a family in Input.Family.
+func (w Workload) Family(family int) string {
+	return fmt.Sprintf("%s/%d", w.withDefaults().Prefix, family)
+}
+
+// Run lets the clients work against svc until ctx ends or, with
+// stopOnUnknown, a client's operation has an unknown outcome (the server
+// is gone: its following requests would only fail too). Each client
+// stops at the first unknown outcome it sees in that case.
+func (w Workload) Run(ctx context.Context, svc holdfast.Service, rec *Recorder, stopOnUnknown bool) {
+	w = w.withDefaults()
+	var tokens sync.Map // key@session → last token seen
+	var wg sync.WaitGroup
+	for c := range w.Clients {
+		rng := rand.New(rand.NewPCG(w.Seed, uint64(c)))
+		wg.Go(func() {
+			for i := 0; ctx.Err() == nil && (w.Ops == 0 || i < w.Ops); i++ {
+				in := w.next(rng, &tokens)
+				out := rec.Do(ctx, svc, c, in)
+				if out.Outcome == Unknown && stopOnUnknown {
+					return
+				}
+				for _, g := range out.Grants {
+					tokens.Store(g.Key+"@"+g.Session, g.Token)
+				}
+			}
+		})
+	}
+	wg.Wait()
+}
+
+// ReadAll records a holders read of every key of every family: after a
+// restart, this pins down what survived.
+func (w Workload) ReadAll(ctx context.Context, svc holdfast.Service, rec *Recorder, client int) error {
+	w = w.withDefaults()
+	for f := range w.Families {
+		for _, k := range w.Keys(f) {
+			out := rec.Do(ctx, svc, client, Input{Kind: Holders, Family: w.Family(f), Keys: []string{k}})
+			if out.Outcome != OK {
+				return fmt.Errorf("reading holders of %s: %s %s", k, out.Outcome, out.Err)
+			}
+		}
+	}
+	return nil
+}
+
+var sessionUsers = []string{"ann", "ann", ""}
+
+func (w Workload) next(rng *rand.Rand, tokens *sync.Map) Input {
+	f := rng.IntN(w.Families)
+	keys := w.Keys(f)
+	s := rng.IntN(len(sessionUsers))
+	in := Input{
+		Family:  w.Family(f),
+		Session: fmt.Sprintf("%s-s%d", w.Family(f), s),
+		User:    sessionUsers[s],
+		Keys:    []string{keys[rng.IntN(len(keys))]},
+	}
+	if rng.IntN(3) == 0 {
+		in.Keys = append(in.Keys, keys[rng.IntN(len(keys))])
+		in.Keys = slices.Compact(sorted(in.Keys))
+	}
+	knownToken := func() uint64 {
+		if v, ok := tokens.Load(in.Keys[0] + "@" + in.Session); ok && rng.IntN(4) > 0 {
+			return v.(uint64)
+		}
+		return uint64(rng.IntN(3)) // 0 (none) or a token long gone
+	}
+	switch r := rng.IntN(100); {
+	case r < 40:
+		in.Kind = Acquire
+		in.Shared = rng.IntN(3) == 0
+		in.Takeover = rng.IntN(6) == 0
+	case r < 60:
+		in.Kind = Release
+		if len(in.Keys) == 1 && rng.IntN(3) == 0 {
+			in.Token = knownToken()
+		}
+	case r < 65:
+		in.Kind = Renew
+	case r < 75:
+		in.Kind = Verify
+		in.Keys = in.Keys[:1]
+		in.Token = knownToken()
+	case r < 92:
+		in.Kind = Holders
+		in.Session, in.User, in.Keys = "", "", in.Keys[:1]
+	case r < 96:
+		in.Kind = ForceRelease
+		in.Session, in.User = "", ""
+	default:
+		in.Kind = EndSession
+		in.Keys = nil
+	}
+	return in
+}

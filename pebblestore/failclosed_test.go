@@ -29,7 +29,7 @@ func TestFailedWriteFailsClosed(t *testing.T) {
 	}
 
 	diskFull := errors.New("no space left on device")
-	s.commit = func(*pebble.Batch) error { return diskFull }
+	s.append = func(*pebble.Batch) error { return diskFull }
 	if err := put("lost"); !errors.Is(err, store.ErrUnavailable) {
 		t.Fatalf("Update with a failing disk = %v, want ErrUnavailable", err)
 	}

@@ -2,9 +2,12 @@
 // held in memory, where transactions run, and written to a Pebble database
 // in a local directory before any answer that depends on it is given.
 //
-// Writes are group-committed: while one group of commits is written and
-// fsync'd, the next group fills, so many concurrent callers share each
-// fsync and a lone caller pays exactly one. If a write or fsync fails, the
+// Writes are group-committed and pipelined: the commits made while the
+// previous group was being handed to Pebble form the next group, which is
+// appended to the write-ahead log at once, without waiting for the fsync of
+// the groups before it; Pebble syncs every group appended meanwhile with its
+// next fsync. So many concurrent callers share each fsync, a lone caller
+// pays exactly one, and the log is never idle while commits are waiting. If a write or fsync fails, the
 // store fails closed: every later call returns an error wrapping
 // store.ErrUnavailable until the process reopens the directory, which
 // recovers the last durable state.
@@ -44,15 +47,22 @@ type Store struct {
 	db     *pebble.DB
 	log    *slog.Logger
 	unlock func() error // releases the directory lock
-	// commit writes and fsyncs one group; tests make it fail.
-	commit func(*pebble.Batch) error
+	// append writes one group to the log without waiting for its fsync;
+	// tests make it fail.
+	append func(*pebble.Batch) error
 
 	mu sync.Mutex
-	// filling collects the commits that the next write will carry;
-	// writing is the group being written now, nil when none.
+	// filling collects the commits that the next append will carry.
 	filling *group
-	writing *group
+	// strict is the latest group holding a change that is not lazy: what
+	// every read so far has seen is durable once it is.
+	strict  *group
 	encoder changeWriter // used under mu
+	// counterEncoder writes counters; only the committer uses it.
+	counterEncoder changeWriter
+	// syncing carries appended groups, in log order, to the goroutine
+	// that waits for their fsync.
+	syncing chan *group
 	// failed is set once a write failed; it never clears.
 	failed error
 	closed bool
@@ -63,6 +73,9 @@ type Store struct {
 // group is a set of commits written in one Pebble batch with one fsync.
 type group struct {
 	batch *pebble.Batch
+	// counters hold the last value of each counter committed in the
+	// group; they are written once, when the group is appended.
+	counters [memdb.NumCounters]uint64
 	// durable is closed once the batch is fsync'd or has failed; err is
 	// set before.
 	durable chan struct{}
@@ -92,13 +105,14 @@ func Open(dir string, cfg Config) (*Store, error) {
 		return nil, fmt.Errorf("pebblestore: open %s: %w", dir, err)
 	}
 	s := &Store{
-		mem:    memdb.New(cfg.Now),
-		db:     db,
-		log:    cfg.Logger,
-		unlock: unlock,
-		commit: func(b *pebble.Batch) error { return b.Commit(pebble.Sync) },
-		wake:   make(chan struct{}, 1),
-		done:   make(chan struct{}),
+		mem:     memdb.New(cfg.Now),
+		db:      db,
+		log:     cfg.Logger,
+		unlock:  unlock,
+		append:  func(b *pebble.Batch) error { return db.ApplyNoSyncWait(b, pebble.Sync) },
+		wake:    make(chan struct{}, 1),
+		done:    make(chan struct{}),
+		syncing: make(chan *group, maxUnsynced),
 	}
 	if err := s.load(); err != nil {
 		db.Close()
@@ -110,6 +124,7 @@ func Open(dir string, cfg Config) (*Store, error) {
 		slog.Int("sessions", sessions), slog.Int("audit_entries", audit), slog.Duration("took", time.Since(start)))
 	s.filling = s.newGroup()
 	go s.commitLoop()
+	go s.syncLoop()
 	return s, nil
 }
 
@@ -186,6 +201,10 @@ func (s *Store) newGroup() *group {
 	return &group{batch: s.db.NewBatch(), durable: make(chan struct{})}
 }
 
+// maxUnsynced bounds how many appended groups may wait for an fsync at
+// once; past it, appending waits, which pushes back on writers.
+const maxUnsynced = 64
+
 // Update runs fn against the in-memory state, then waits until the group
 // holding its commit, or holding the state it read, is durable.
 func (s *Store) Update(ctx context.Context, fn func(store.Tx) error) error {
@@ -217,21 +236,29 @@ func (s *Store) View(ctx context.Context, fn func(store.ReadTx) error) error {
 // enqueue adds a commit's changes to the filling group and returns the
 // group whose durability the caller must wait for (nil: all is durable).
 // It runs under the engine's lock, so groups follow commit order.
+//
+// A commit whose changes are all lazy (session activity, see
+// store.Toucher) is written with the filling group but waits only for the
+// last group that holds a change that is not: that is the state it read.
 func (s *Store) enqueue(changes []memdb.Change) *group {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if err := s.unusableLocked(); err != nil {
 		return finished(err)
 	}
-	g := s.filling
 	if len(changes) == 0 {
 		// Only reads: the state read is whatever was committed last.
-		if g.batch.Empty() {
-			return s.writing
-		}
-		return g
+		return s.strict
 	}
+	g := s.filling
+	lazy := true
 	for _, c := range changes {
+		lazy = lazy && c.Lazy
+		if c.Kind == memdb.KindCounter {
+			// Only a group's last value of a counter matters.
+			g.counters[c.Counter] = c.Value
+			continue
+		}
 		if err := s.encoder.write(g.batch, c); err != nil {
 			// The batch is in memory; this cannot fail short of a bug.
 			s.failLocked(fmt.Errorf("encode change: %w", err))
@@ -242,7 +269,10 @@ func (s *Store) enqueue(changes []memdb.Change) *group {
 	case s.wake <- struct{}{}:
 	default:
 	}
-	return g
+	if !lazy {
+		s.strict = g
+	}
+	return s.strict
 }
 
 func (s *Store) waitDurable(g *group) error {
@@ -253,15 +283,14 @@ func (s *Store) waitDurable(g *group) error {
 	return g.err
 }
 
-// commitLoop writes the filling group whenever it has work: it swaps in an
-// empty group, writes and fsyncs the full one, and wakes its waiters. It
-// exits once the store is closed (after writing what was pending) or a
-// write has failed.
+// commitLoop appends the filling group to the log whenever it has work,
+// swapping in an empty one, and hands it to syncLoop. It exits once the
+// store is closed (after appending what was pending) or a write has failed.
 func (s *Store) commitLoop() {
-	defer close(s.done)
+	defer close(s.syncing)
 	for {
 		_, open := <-s.wake
-		for s.commitFilling() {
+		for s.appendFilling() {
 		}
 		s.mu.Lock()
 		stop := !open || s.failed != nil
@@ -275,29 +304,67 @@ func (s *Store) commitLoop() {
 	}
 }
 
-// commitFilling writes the filling group and reports whether it wrote one.
-func (s *Store) commitFilling() bool {
+// appendFilling appends the filling group to the log and reports whether
+// it appended one.
+func (s *Store) appendFilling() bool {
 	s.mu.Lock()
 	g := s.filling
-	if s.failed != nil || g.batch.Empty() {
+	if s.failed != nil || g.empty() {
 		s.mu.Unlock()
 		return false
 	}
-	s.filling, s.writing = s.newGroup(), g
+	s.filling = s.newGroup()
 	s.mu.Unlock()
 
-	err := s.commit(g.batch)
-	g.batch.Close()
-
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.writing = nil
-	if err != nil {
-		s.failLocked(err)
+	err := g.writeCounters(&s.counterEncoder)
+	if err == nil {
+		err = s.append(g.batch)
 	}
-	g.err = s.failed
-	close(g.durable)
-	return err == nil
+	if err != nil {
+		s.mu.Lock()
+		s.failLocked(err)
+		s.finishLocked(g)
+		s.mu.Unlock()
+		return false
+	}
+	s.syncing <- g
+	return true
+}
+
+// syncLoop waits, in log order, for each appended group's fsync and wakes
+// its waiters. Because the log is synced in order, a group's waiters learn
+// that every group before it is durable too.
+func (s *Store) syncLoop() {
+	defer close(s.done)
+	for g := range s.syncing {
+		err := g.batch.SyncWait()
+		s.mu.Lock()
+		if err != nil {
+			s.failLocked(err)
+		}
+		g.err = s.failed
+		g.batch.Close()
+		close(g.durable)
+		s.mu.Unlock()
+	}
+}
+
+func (g *group) empty() bool {
+	return g.batch.Empty() && g.counters == [memdb.NumCounters]uint64{}
+}
+
+// writeCounters puts the group's last value of each counter into its
+// batch. Only the committer calls it, after the group stopped filling.
+func (g *group) writeCounters(w *changeWriter) error {
+	for c, v := range g.counters {
+		if v == 0 {
+			continue
+		}
+		if err := w.write(g.batch, memdb.Change{Kind: memdb.KindCounter, Counter: memdb.Counter(c), Value: v}); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // failLocked makes the store fail closed from now on.

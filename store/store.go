@@ -116,3 +116,17 @@ type Tx interface {
 	// how many it deleted.
 	PruneAudit(before time.Time, limit int) (int, error)
 }
+
+// Toucher is implemented by a Tx that can record a session's activity
+// lazily. TouchSession stores s exactly like PutSession, but a durable
+// store need not make it durable before Update returns: it is written
+// with a later commit, and a crash may lose the touches of the last
+// moments, never any other write. A Tx without it gets PutSession.
+//
+// The Manager touches sessions for heartbeats that change nothing but
+// LastSeen, the bulk of a lock service's traffic, so that they cost no
+// fsync. A lost touch can only make a session look idle earlier after a
+// crash, never keep a lock longer.
+type Toucher interface {
+	TouchSession(s Session) error
+}

@@ -96,6 +96,9 @@ const (
 	CounterAudit
 )
 
+// NumCounters bounds the Counter values, for arrays indexed by them.
+const NumCounters = int(CounterAudit) + 1
+
 // Change is the final state of one record after a commit: the record, or
 // its deletion. Exactly the field of Kind is set; for a deletion it is the
 // record as it was, which carries its identity. The records are shared
@@ -110,6 +113,9 @@ type Change struct {
 	Audit     *store.AuditEntry
 	Counter   Counter
 	Value     uint64 // the counter's value
+	// Lazy marks a session record written only by TouchSession: a durable
+	// store may persist it without making the commit wait for it.
+	Lazy bool
 }
 
 // Update runs fn in a write transaction. If fn returns an error (or

@@ -14,9 +14,13 @@ type tx struct {
 	undo       []undo
 	startToken uint64
 	startAudit uint64
+	touches    int // TouchSession calls, for changes to tell lazy records
 }
 
-var _ store.Tx = (*tx)(nil)
+var (
+	_ store.Tx      = (*tx)(nil)
+	_ store.Toucher = (*tx)(nil)
+)
 
 // undo remembers one record as it was before a write. The identity fields
 // name the record even when it did not exist (prev is nil then).
@@ -25,6 +29,8 @@ type undo struct {
 	a, b string // lock: key, session; session: id; aggregate: member; lost: session, key
 	n    uint64 // lost: token; audit: id
 	prev any    // *store.Lock, *store.Session, string (root), *store.Lost, *store.AuditEntry
+	// lazy marks a session write by TouchSession.
+	lazy bool
 }
 
 // undoCap bounds the undo log a transaction keeps between transactions, so
@@ -34,6 +40,7 @@ const undoCap = 1024
 func (t *tx) begin(now time.Time) {
 	t.reader.now = now
 	t.undo = t.undo[:0]
+	t.touches = 0
 	t.startToken, t.startAudit = t.e.lastToken, t.e.lastAuditID
 }
 
@@ -117,6 +124,7 @@ func (t *tx) changes() []Change {
 			continue
 		}
 		if c, ok := t.finalState(u); ok {
+			c.Lazy = t.touches > 0 && t.onlyTouched(u)
 			out = append(out, c)
 		}
 	}
@@ -138,6 +146,20 @@ func (t *tx) touchedBefore(i int) bool {
 		}
 	}
 	return false
+}
+
+// onlyTouched reports whether every write of u's record in this
+// transaction was a TouchSession.
+func (t *tx) onlyTouched(u undo) bool {
+	if u.kind != KindSession {
+		return false
+	}
+	for _, v := range t.undo {
+		if v.kind == KindSession && v.a == u.a && !v.lazy {
+			return false
+		}
+	}
+	return true
 }
 
 // finalState is the change for the record u names; ok is false when the
@@ -204,6 +226,16 @@ func (t *tx) PutSession(s store.Session) error {
 	stored := s
 	prev := t.e.putSession(&stored)
 	t.undo = append(t.undo, undo{kind: KindSession, a: s.ID, prev: anyOrNil(prev)})
+	return nil
+}
+
+// TouchSession stores s like PutSession; the change is marked Lazy when
+// nothing else in the transaction wrote the session.
+func (t *tx) TouchSession(s store.Session) error {
+	stored := s
+	prev := t.e.putSession(&stored)
+	t.undo = append(t.undo, undo{kind: KindSession, a: s.ID, prev: anyOrNil(prev), lazy: true})
+	t.touches++
 	return nil
 }
 

@@ -208,6 +208,13 @@ func (m *Middleware) StartPage(r *http.Request) (*http.Request, Page, error) {
 	p := Page{ID: base64.RawURLEncoding.EncodeToString(b)}
 	p.Token = m.sign(o.Session, p.ID)
 	o.Session = pageSession(o.Session, p.ID)
+	// Start the page's session with the idle timeout now, so that a tab
+	// closed before its first heartbeat, whose beacon is lost, still frees
+	// its lock after the idle timeout and not only at the lock's expiry.
+	_, err := m.svc.Heartbeat(r.Context(), holdfast.HeartbeatRequest{Session: o.Session, IdleTimeout: holdfast.Duration(m.cfg.IdleTimeout)})
+	if err != nil {
+		return r, Page{}, fmt.Errorf("httplock: start page: %w", err)
+	}
 	ctx := context.WithValue(implicit.WithOwner(r.Context(), o), pageKey, p)
 	return r.WithContext(ctx), p, nil
 }

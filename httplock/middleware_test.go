@@ -259,6 +259,11 @@ func TestPageTokenIsCheckedAndBoundToTheSession(t *testing.T) {
 		if hs := a.holders(t); len(hs) != 1 {
 			t.Fatalf("a refused release released: %v", hs)
 		}
+		// The page's session has the idle timeout before its first heartbeat.
+		ss, err := a.svc.Sessions(context.Background(), holdfast.SessionQuery{Session: p.Lock.Owner.Session})
+		if err != nil || len(ss.Sessions) != 1 || time.Duration(ss.Sessions[0].IdleTimeout) != 5*time.Minute {
+			t.Fatalf("page session = %+v, %v; want the 5m idle timeout", ss, err)
+		}
 		if st := a.heartbeat(t, "s1", "bob", p); !st.Held || st.ExpiresAt == nil {
 			t.Fatalf("heartbeat = %+v, want held with its expiry", st)
 		}

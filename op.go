@@ -259,6 +259,23 @@ func (o *op) putSession(s store.Session) error {
 	return nil
 }
 
+// touchSession records the activity of a live session whose record
+// changes in nothing else, lazily where the store can (see store.Toucher).
+func (o *op) touchSession(s store.Session) error {
+	t, ok := o.tx.(store.Toucher)
+	if !ok {
+		return o.putSession(s)
+	}
+	if err := t.TouchSession(s); err != nil {
+		return err
+	}
+	if o.sessions == nil {
+		o.sessions = make(map[string]sessionView)
+	}
+	o.sessions[s.ID] = sessionView{s, true}
+	return nil
+}
+
 // touch records activity of a session and returns it. A live session past
 // its idle deadline is ended first (it expired before this request came),
 // and an ended one stays ended: only acquire and heartbeat start sessions.
@@ -278,7 +295,7 @@ func (o *op) touch(id string) (s store.Session, live bool, err error) {
 		return s, false, nil
 	}
 	s.LastSeen = o.now
-	return s, true, o.putSession(s)
+	return s, true, o.touchSession(s)
 }
 
 func toLock(l store.Lock) Lock {

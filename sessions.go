@@ -34,6 +34,7 @@ func (m *Manager) Heartbeat(ctx context.Context, req HeartbeatRequest) (*Heartbe
 		if ok && s.Ended() {
 			return o.endedError(s)
 		}
+		activity := ok && (req.IdleTimeout == 0 || time.Duration(req.IdleTimeout) == s.IdleTimeout)
 		if !ok {
 			s = store.Session{ID: req.Session}
 		}
@@ -41,7 +42,13 @@ func (m *Manager) Heartbeat(ctx context.Context, req HeartbeatRequest) (*Heartbe
 		if req.IdleTimeout > 0 {
 			s.IdleTimeout = time.Duration(req.IdleTimeout)
 		}
-		if err := o.putSession(s); err != nil {
+		put := o.putSession
+		if activity {
+			// Nothing but LastSeen changes: the bulk of all traffic, and
+			// worth no fsync of its own.
+			put = o.touchSession
+		}
+		if err := put(s); err != nil {
 			return err
 		}
 		locks, err := o.tx.SessionLocks(s.ID)

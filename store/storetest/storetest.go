@@ -66,6 +66,7 @@ var groups = []struct {
 	{"Retention", retentionCases},
 	{"Events", eventCases},
 	{"Durability", durabilityCases},
+	{"Activity", activityCases},
 	{"Concurrency", concurrencyCases},
 }
 

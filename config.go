@@ -74,12 +74,15 @@ func (p TypePolicy) withDefaults(d TypePolicy) TypePolicy {
 // Validate fills defaults and reports the first problem.
 func (c *Config) Validate() error {
 	c.Default = c.Default.withDefaults(TypePolicy{Policy: ExclusiveWrite, DefaultTTL: defaultTTL, MaxTTL: defaultMaxTTL})
+	// A fresh map: the caller's may be shared with other configurations.
+	types := make(map[string]TypePolicy, len(c.Types))
 	for name, p := range c.Types {
 		if err := ValidateKey(name); err != nil || KeyType(name) != name {
 			return fmt.Errorf("type %q is not a single key segment", name)
 		}
-		c.Types[name] = p.withDefaults(c.Default)
+		types[name] = p.withDefaults(c.Default)
 	}
+	c.Types = types
 	for name, p := range c.typesWithDefault() {
 		switch p.Policy {
 		case ExclusiveWrite, ExclusiveRead, ReadWrite:

@@ -166,3 +166,25 @@ func TestUnderPrefix(t *testing.T) {
 		}
 	}
 }
+
+// Validate fills defaults into a copy: one Types map may back several
+// configurations (a Manager and a repository registry) at once.
+func TestConfigValidateLeavesTypesMapAlone(t *testing.T) {
+	t.Parallel()
+	types := map[string]TypePolicy{"policy": {Policy: ReadWrite}}
+	a, b := Config{Types: types}, Config{Types: types}
+	done := make(chan error)
+	go func() { done <- a.Validate() }()
+	if err := b.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if types["policy"].DefaultTTL != 0 {
+		t.Errorf("the caller's map was filled in: %+v", types["policy"])
+	}
+	if a.Types["policy"].DefaultTTL != 2*time.Hour {
+		t.Errorf("the validated config lacks defaults: %+v", a.Types["policy"])
+	}
+}

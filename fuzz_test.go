@@ -118,8 +118,8 @@ func (c *fuzzClock) Now() time.Time {
 // model of the lock semantics (package histcheck), and after every
 // operation that no two live locks conflict and tokens never repeat.
 func FuzzOperations(f *testing.F) {
-	f.Add([]byte{0, 0x00, 0, 0, 0x10, 0, 5, 0, 0})                 // two sessions race for f
-	f.Add([]byte{0, 0x01, 2, 0, 0x00, 0, 2, 0x01, 0x10})           // shared, then upgrade, release by token
+	f.Add([]byte{0, 0x00, 0, 0, 0x10, 0, 5, 0, 0})                  // two sessions race for f
+	f.Add([]byte{0, 0x01, 2, 0, 0x00, 0, 2, 0x01, 0x10})            // shared, then upgrade, release by token
 	f.Add([]byte{0, 0x02, 0, 0, 0x11, 4, 4, 0x02, 0x10, 7, 0x0, 0}) // takeover by the same user, verify, end
 	f.Add([]byte{0, 0x22, 0, 6, 0x02, 1, 0, 0x21, 3, 5, 0x00, 0})   // force release, then a new holder
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))

@@ -63,6 +63,9 @@ func (m *Manager) Subscribe(prefix string) (entries <-chan AuditEntry, cancel fu
 // update runs fn in one store transaction and, once it is durable,
 // publishes the audit entries it wrote.
 func (m *Manager) update(ctx context.Context, name string, fn func(o *op) error) error {
+	if b := batchOf(ctx); b != nil {
+		return b.update(name, fn)
+	}
 	start := time.Now()
 	var (
 		published []AuditEntry
@@ -98,6 +101,9 @@ func isRefusal(err error) bool {
 
 // view runs fn in a read-only store transaction.
 func (m *Manager) view(ctx context.Context, name string, fn func(o *readOp) error) error {
+	if b := batchOf(ctx); b != nil {
+		return b.view(name, fn)
+	}
 	start := time.Now()
 	err := m.store.View(ctx, func(tx store.ReadTx) error {
 		return fn(newReadOp(m, tx))

@@ -46,14 +46,27 @@ func (s *Server) batch(ctx context.Context, body []byte) (any, error) {
 		return nil, invalidf("ops", fmt.Sprintf("ops: want 1 to %d operations, not %d", MaxBatchOps, len(req.Ops)))
 	}
 	res := batchResponse{Results: make([]batchResult, len(req.Ops))}
-	for i, raw := range req.Ops {
-		out, err := s.batchOne(ctx, i, raw)
-		if err != nil {
-			e := toAPIError(err)
-			res.Results[i] = batchResult{Status: e.status, Error: e}
-			continue
+	// One store transaction, so one durable commit, serves the batch.
+	err := s.mgr.Batch(ctx, func(ctx context.Context) {
+		for i, raw := range req.Ops {
+			out, err := s.batchOne(ctx, i, raw)
+			if err != nil {
+				e := toAPIError(err)
+				res.Results[i] = batchResult{Status: e.status, Error: e}
+				continue
+			}
+			res.Results[i] = batchResult{Status: http.StatusOK, Body: out}
 		}
-		res.Results[i] = batchResult{Status: http.StatusOK, Body: out}
+	})
+	if err != nil {
+		// Nothing was committed: every answer that rested on the store is
+		// void. Only malformed operations keep their own answer.
+		e := toAPIError(err)
+		for i, r := range res.Results {
+			if r.Status != http.StatusBadRequest {
+				res.Results[i] = batchResult{Status: e.status, Error: e}
+			}
+		}
 	}
 	return res, nil
 }

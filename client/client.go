@@ -22,6 +22,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/holdfast/holdfast"
 )
@@ -39,6 +40,16 @@ type Config struct {
 	HTTPClient *http.Client
 	// UserAgent is sent with every request; default "holdfast-go-client".
 	UserAgent string
+	// Coalesce, when greater than zero, turns on transparent batching:
+	// Acquire, Release, Renew, Verify, Heartbeat and EndSession calls made
+	// concurrently travel together in one POST /v1/batch, which the server
+	// commits at once. A call waits at most Coalesce (a millisecond or
+	// less serves well) for others to join its batch. Results and errors
+	// are those of the single calls. Zero sends each call on its own.
+	Coalesce time.Duration
+	// MaxBatch bounds the operations of one coalesced batch; default, and
+	// at most, 1000.
+	MaxBatch int
 }
 
 // Client calls a holdfast server. It is safe for concurrent use.
@@ -47,6 +58,7 @@ type Client struct {
 	token     string
 	http      *http.Client
 	userAgent string
+	coalesce  *coalescer // nil unless Config.Coalesce is set
 }
 
 var _ holdfast.Service = (*Client)(nil)
@@ -79,6 +91,9 @@ func New(cfg Config) (*Client, error) {
 	}
 	if c.userAgent == "" {
 		c.userAgent = "holdfast-go-client"
+	}
+	if cfg.Coalesce > 0 {
+		c.coalesce = newCoalescer(c, cfg.Coalesce, cfg.MaxBatch)
 	}
 	return c, nil
 }

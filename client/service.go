@@ -11,6 +11,10 @@ import (
 // Acquire calls POST /v1/locks/acquire. A refusal is a
 // *holdfast.LockedError naming every holder.
 func (c *Client) Acquire(ctx context.Context, req holdfast.AcquireRequest) (*holdfast.AcquireResult, error) {
+	if c.coalesce != nil {
+		r := c.coalesce.do(ctx, AcquireOp(req))
+		return r.Acquire, r.Err
+	}
 	var res holdfast.AcquireResult
 	if err := c.post(ctx, "/v1/locks/acquire", req, &res); err != nil {
 		return nil, err
@@ -20,6 +24,10 @@ func (c *Client) Acquire(ctx context.Context, req holdfast.AcquireRequest) (*hol
 
 // Release calls POST /v1/locks/release.
 func (c *Client) Release(ctx context.Context, req holdfast.ReleaseRequest) (*holdfast.ReleaseResult, error) {
+	if c.coalesce != nil {
+		r := c.coalesce.do(ctx, ReleaseOp(req))
+		return r.Release, r.Err
+	}
 	var res holdfast.ReleaseResult
 	if err := c.post(ctx, "/v1/locks/release", req, &res); err != nil {
 		return nil, err
@@ -29,6 +37,10 @@ func (c *Client) Release(ctx context.Context, req holdfast.ReleaseRequest) (*hol
 
 // Renew calls POST /v1/locks/renew.
 func (c *Client) Renew(ctx context.Context, req holdfast.RenewRequest) (*holdfast.RenewResult, error) {
+	if c.coalesce != nil {
+		r := c.coalesce.do(ctx, RenewOp(req))
+		return r.Renew, r.Err
+	}
 	var res holdfast.RenewResult
 	if err := c.post(ctx, "/v1/locks/renew", req, &res); err != nil {
 		return nil, err
@@ -38,6 +50,10 @@ func (c *Client) Renew(ctx context.Context, req holdfast.RenewRequest) (*holdfas
 
 // Verify calls POST /v1/locks/verify.
 func (c *Client) Verify(ctx context.Context, req holdfast.VerifyRequest) (*holdfast.VerifyResult, error) {
+	if c.coalesce != nil {
+		r := c.coalesce.do(ctx, VerifyOp(req))
+		return r.Verify, r.Err
+	}
 	var res holdfast.VerifyResult
 	if err := c.post(ctx, "/v1/locks/verify", req, &res); err != nil {
 		return nil, err
@@ -61,6 +77,10 @@ func (c *Client) Locks(ctx context.Context, q holdfast.LockQuery) (*holdfast.Loc
 
 // Heartbeat calls POST /v1/sessions/heartbeat.
 func (c *Client) Heartbeat(ctx context.Context, req holdfast.HeartbeatRequest) (*holdfast.HeartbeatResult, error) {
+	if c.coalesce != nil {
+		r := c.coalesce.do(ctx, HeartbeatOp(req))
+		return r.Heartbeat, r.Err
+	}
 	var res holdfast.HeartbeatResult
 	if err := c.post(ctx, "/v1/sessions/heartbeat", req, &res); err != nil {
 		return nil, err
@@ -70,6 +90,10 @@ func (c *Client) Heartbeat(ctx context.Context, req holdfast.HeartbeatRequest) (
 
 // EndSession calls POST /v1/sessions/end.
 func (c *Client) EndSession(ctx context.Context, req holdfast.EndSessionRequest) (*holdfast.EndSessionResult, error) {
+	if c.coalesce != nil {
+		r := c.coalesce.do(ctx, EndSessionOp(req))
+		return r.EndSession, r.Err
+	}
 	var res holdfast.EndSessionResult
 	if err := c.post(ctx, "/v1/sessions/end", req, &res); err != nil {
 		return nil, err

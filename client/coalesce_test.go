@@ -1,0 +1,146 @@
+package client_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/holdfast/holdfast"
+	"github.com/holdfast/holdfast/client"
+)
+
+// countingTransport counts the requests that reach the server, by path.
+type countingTransport struct {
+	mu    sync.Mutex
+	paths map[string]int
+}
+
+func (c *countingTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	c.mu.Lock()
+	c.paths[r.URL.Path]++
+	c.mu.Unlock()
+	return http.DefaultTransport.RoundTrip(r)
+}
+
+func (c *countingTransport) count(path string) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.paths[path]
+}
+
+func coalescingClient(t *testing.T, e *env, linger time.Duration, max int) (*client.Client, *countingTransport) {
+	t.Helper()
+	tr := &countingTransport{paths: map[string]int{}}
+	c, err := client.New(client.Config{BaseURL: e.url, Token: "client-token", Coalesce: linger, MaxBatch: max,
+		HTTPClient: &http.Client{Transport: tr}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c, tr
+}
+
+// Concurrent calls travel in one batch and get what single calls get:
+// one grant for a contended key, refusals naming that holder.
+func TestCoalescedCallsShareOneBatch(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	const callers = 10
+	// A linger far longer than the test: only a full batch can leave.
+	c, tr := coalescingClient(t, e, time.Hour, callers)
+
+	var (
+		wg      sync.WaitGroup
+		granted atomic.Int64
+		refused = make(chan *holdfast.LockedError, callers)
+	)
+	for i := range callers {
+		wg.Go(func() {
+			o := holdfast.Owner{Session: fmt.Sprintf("s-%d", i), User: fmt.Sprintf("u-%d", i)}
+			_, err := c.Acquire(context.Background(), holdfast.AcquireRequest{Keys: []string{"policy/1"}, Owner: o})
+			var locked *holdfast.LockedError
+			switch {
+			case err == nil:
+				granted.Add(1)
+			case errors.As(err, &locked):
+				refused <- locked
+			default:
+				t.Errorf("acquire for %s: %v", o.Session, err)
+			}
+		})
+	}
+	wg.Wait()
+	close(refused)
+
+	if n := tr.count("/v1/batch"); n != 1 {
+		t.Errorf("%d batch requests, want 1", n)
+	}
+	if n := tr.count("/v1/locks/acquire"); n != 0 {
+		t.Errorf("%d single acquire requests, want 0", n)
+	}
+	if granted.Load() != 1 {
+		t.Fatalf("%d grants of one key, want 1", granted.Load())
+	}
+	page, err := e.reader.Locks(context.Background(), holdfast.LockQuery{Key: "policy/1"})
+	if err != nil || len(page.Locks) != 1 {
+		t.Fatalf("locks on policy/1: %v, %v", page, err)
+	}
+	for locked := range refused {
+		if h := locked.Conflicts[0].Holders; len(h) != 1 || h[0].Token != page.Locks[0].Token {
+			t.Errorf("a refusal names %v, want the one holder %v", h, page.Locks[0])
+		}
+	}
+}
+
+// A lone call leaves when its linger is over, and its error is the one a
+// single call gets.
+func TestCoalescedErrorsMatchSingleCalls(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	c, tr := coalescingClient(t, e, time.Millisecond, 0)
+	ctx := context.Background()
+	req := holdfast.VerifyRequest{Key: "policy/1", Session: bob.Session}
+
+	_, batched := c.Verify(ctx, req)
+	_, single := e.app.Verify(ctx, req)
+	var a, b *holdfast.LockLostError
+	if !errors.As(batched, &a) || !errors.As(single, &b) {
+		t.Fatalf("verify of a lock never held: coalesced %v, single %v; want lock_lost from both", batched, single)
+	}
+	if a.Reason != b.Reason || a.Message != b.Message {
+		t.Errorf("coalesced error %+v, single %+v", a, b)
+	}
+
+	locks, err := c.Acquire(ctx, holdfast.AcquireRequest{Keys: []string{"policy/1"}, Owner: bob})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hb, err := c.Heartbeat(ctx, holdfast.HeartbeatRequest{Session: bob.Session})
+	if err != nil || hb.Session.Locks != 1 {
+		t.Fatalf("heartbeat: %+v, %v", hb, err)
+	}
+	rel, err := c.Release(ctx, holdfast.ReleaseRequest{Session: bob.Session, Keys: []string{"policy/1"}})
+	if err != nil || len(rel.Released) != 1 || rel.Released[0].Token != locks.Locks[0].Token {
+		t.Fatalf("release: %+v, %v", rel, err)
+	}
+	if n := tr.count("/v1/batch"); n != 4 {
+		t.Errorf("%d batch requests for 4 calls one after another, want 4", n)
+	}
+}
+
+// A caller whose context ends stops waiting; the others' batch goes on.
+func TestCoalescedCallHonoursItsContext(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	c, _ := coalescingClient(t, e, time.Hour, 0)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	_, err := c.Acquire(ctx, holdfast.AcquireRequest{Keys: []string{"policy/1"}, Owner: bob})
+	if !errors.Is(err, holdfast.ErrUnavailable) || !errors.Is(err, context.Canceled) {
+		t.Fatalf("acquire with a cancelled context = %v, want unavailable wrapping context.Canceled", err)
+	}
+}

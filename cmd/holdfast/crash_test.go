@@ -51,7 +51,7 @@ func TestKill9History(t *testing.T) {
 		p := startServe(t, dir)
 		c := newClient(t, p.url)
 		if err := w.ReadAll(ctx, c, rec, w.Clients); err != nil {
-			t.Fatalf("round %d: %v\n%s", round, err, p.stderr.String())
+			t.Fatalf("round %d: %v\n%s", round, err, p.cmd.Stderr.(*lockedWriter).String())
 		}
 		// Tokens never go backwards across a crash, on any key.
 		res, err := c.Acquire(ctx, holdfast.AcquireRequest{Keys: []string{fmt.Sprintf("probe/%d", round)}, Owner: holdfast.Owner{Session: "probe"}})

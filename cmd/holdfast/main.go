@@ -24,6 +24,7 @@ Usage:
   holdfast end-session S
   holdfast run KEY... [--session S] [--ttl 1m] -- COMMAND [ARG...]
   holdfast version
+  holdfast bench [--workloads cycle,hot,...] [--postgres DSN] [--redis ADDR] [--etcd ADDR]
 
 Every client command takes --server URL (default $HOLDFAST_SERVER, else
 http://127.0.0.1:7070) and --token T (default $HOLDFAST_TOKEN).
@@ -80,6 +81,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		cmd = newRunCommand(stdout, stderr)
 	case "version":
 		cmd = newVersionCommand(stdout)
+	case "bench":
+		cmd = newBenchCommand(stdout, stderr)
 	case "help", "-h", "-help", "--help":
 		fmt.Fprint(stdout, usage)
 		return exitOK

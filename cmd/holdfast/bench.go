@@ -1,0 +1,94 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/holdfast/holdfast/internal/bench"
+)
+
+const benchHelp = `
+Usage: holdfast bench [--workloads cycle,hot,heartbeat,aggregate,scale] [--clients 64] [--duration 10s]
+                      [--postgres DSN] [--redis HOST:PORT] [--etcd HOST:PORT] [--server URL]
+
+Runs each workload against holdfast and against the systems users would
+pick instead, in one run, with the same client machinery, and prints one
+table: throughput, p50 and p99 latency, the server process's CPU time per
+operation (Linux), and the ratio of holdfast to each other system. It
+starts "holdfast serve" on a temporary embedded store and a trivial HTTP
+handler (the transport ceiling) itself; each peer is skipped with a
+message unless its address is given. docs/BENCHMARKS.md says how to start
+the peers.
+
+Example:
+  holdfast bench --postgres postgres://postgres@127.0.0.1:5432/test \
+    --redis 127.0.0.1:6380 --etcd 127.0.0.1:2379
+`
+
+type benchCommand struct {
+	stdout, stderr io.Writer
+}
+
+func newBenchCommand(stdout, stderr io.Writer) *benchCommand {
+	return &benchCommand{stdout: stdout, stderr: stderr}
+}
+
+func (c *benchCommand) Run(ctx context.Context, args []string) error {
+	fs := newFlagSet(c.stderr, "bench", benchHelp)
+	cfg := bench.Config{Out: c.stdout, Log: c.stderr}
+	workloads := fs.String("workloads", strings.Join(bench.Workloads, ","), "comma-separated workloads to run")
+	fs.IntVar(&cfg.Clients, "clients", 64, "concurrent clients")
+	fs.DurationVar(&cfg.Duration, "duration", 10*time.Second, "measured time of each row")
+	fs.DurationVar(&cfg.Warmup, "warmup", time.Second, "unmeasured time before each row")
+	fs.StringVar(&cfg.Server, "server", "", "URL of a running holdfast server (default: start one)")
+	fs.StringVar(&cfg.Store, "store", "", "store of the started server (default: embedded, in a temporary directory)")
+	fs.StringVar(&cfg.HoldfastPostgres, "holdfast-postgres", "", "also start a holdfast server on this PostgreSQL DSN")
+	fs.StringVar(&cfg.Postgres, "postgres", "", "PostgreSQL DSN for the hand-rolled lock table peer")
+	fs.StringVar(&cfg.Redis, "redis", "", "host:port of Redis started with --appendonly yes --appendfsync always")
+	fs.StringVar(&cfg.Etcd, "etcd", "", "host:port of an etcd member's client URL")
+	fs.BoolVar(&cfg.NoTrivial, "no-trivial", false, "skip the trivial-handler ceiling")
+	fs.DurationVar(&cfg.Coalesce, "coalesce", 200*time.Microsecond, "linger of the coalescing client")
+	fs.IntVar(&cfg.Sessions, "sessions", 10_000, "sessions of the heartbeat workload")
+	fs.IntVar(&cfg.ScaleLocks, "scale-locks", 1_000_000, "locks the scale workload fills")
+	trivial := fs.String("serve-trivial", "", "serve only the trivial handler on this address (the bench starts it so)")
+	if _, _, err := parseArgs(fs, args); err != nil {
+		return err
+	}
+	if *trivial != "" {
+		return serveTrivial(ctx, *trivial, c.stderr)
+	}
+	cfg.Workloads = strings.Split(*workloads, ",")
+	exe, err := os.Executable()
+	if err != nil {
+		return fmt.Errorf("bench: finding the holdfast executable: %w", err)
+	}
+	cfg.Executable = exe
+	return bench.Run(ctx, cfg)
+}
+
+// serveTrivial serves the trivial handler until ctx ends, announcing its
+// address as holdfast serve does.
+func serveTrivial(ctx context.Context, addr string, stderr io.Writer) error {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return err
+	}
+	json.NewEncoder(stderr).Encode(map[string]string{"msg": "listening", "addr": ln.Addr().String()})
+	hs := &http.Server{Handler: bench.TrivialHandler(), ReadHeaderTimeout: 10 * time.Second}
+	go func() {
+		<-ctx.Done()
+		hs.Close()
+	}()
+	if err := hs.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	return nil
+}

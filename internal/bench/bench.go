@@ -1,0 +1,470 @@
+// Package bench is holdfast's load generator: it runs one workload against
+// holdfast and against the systems users would pick instead, in the same
+// run, with the same client machinery, and prints one table of throughput,
+// latency, the server process's CPU time per operation, and ratios.
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Config says what to run. Peers whose address is empty are skipped with
+// a message.
+type Config struct {
+	// Workloads to run, in order: cycle, hot, heartbeat, aggregate, scale.
+	Workloads []string
+	Clients   int           // concurrent clients; default 64
+	Duration  time.Duration // measured time of each row; default 10s
+	Warmup    time.Duration // unmeasured time before each row; default 1s
+	// Executable is the holdfast binary the servers are started from.
+	Executable string
+	// Server is the URL of a running holdfast server; empty starts one
+	// from Executable on Store.
+	Server string
+	// Store is the store of a started server; empty is the embedded store
+	// in a temporary directory.
+	Store string
+	// HoldfastPostgres, when set, adds rows for a started holdfast server
+	// whose store is this PostgreSQL database.
+	HoldfastPostgres string
+	// Peers.
+	Postgres  string // DSN of the lock-table peer
+	Redis     string // host:port of a Redis with appendonly yes, appendfsync always
+	Etcd      string // host:port of an etcd member's client URL
+	NoTrivial bool   // skip the trivial-handler ceiling
+	// Coalesce is the linger of the coalescing client; default 200µs.
+	Coalesce time.Duration
+	// Sessions heartbeating in the heartbeat workload; default 10,000.
+	Sessions int
+	// ScaleLocks is how many locks the scale workload fills; default
+	// 1,000,000.
+	ScaleLocks int
+	// Out receives the table; Log progress and skips.
+	Out, Log io.Writer
+}
+
+// Workloads is every workload, in the order they run.
+var Workloads = []string{"cycle", "hot", "heartbeat", "aggregate", "scale"}
+
+func (c *Config) defaults() error {
+	if len(c.Workloads) == 0 {
+		c.Workloads = Workloads
+	}
+	for _, w := range c.Workloads {
+		if !contains(Workloads, w) {
+			return fmt.Errorf("unknown workload %q (want %s)", w, strings.Join(Workloads, ", "))
+		}
+	}
+	if c.Clients <= 0 {
+		c.Clients = 64
+	}
+	if c.Duration <= 0 {
+		c.Duration = 10 * time.Second
+	}
+	if c.Warmup < 0 {
+		c.Warmup = 0
+	} else if c.Warmup == 0 {
+		c.Warmup = time.Second
+	}
+	if c.Coalesce <= 0 {
+		c.Coalesce = 200 * time.Microsecond
+	}
+	if c.Sessions <= 0 {
+		c.Sessions = 10_000
+	}
+	if c.ScaleLocks <= 0 {
+		c.ScaleLocks = 1_000_000
+	}
+	if c.Out == nil {
+		c.Out = io.Discard
+	}
+	if c.Log == nil {
+		c.Log = io.Discard
+	}
+	if c.Executable == "" && (c.Server == "" || !c.NoTrivial || c.HoldfastPostgres != "") {
+		return errors.New("the holdfast executable is needed to start servers")
+	}
+	return nil
+}
+
+func contains(list []string, s string) bool {
+	for _, v := range list {
+		if v == s {
+			return true
+		}
+	}
+	return false
+}
+
+// system is one row's target with the server process it measures.
+type system struct {
+	name   string
+	t      target
+	server *process // nil when not known; CPU is then left blank
+	// holdfast marks holdfast's own rows, the numerators of the ratios.
+	holdfast bool
+	// ceiling marks the trivial handler, which grants everything.
+	ceiling bool
+}
+
+// Run runs every workload and prints the table.
+func Run(ctx context.Context, cfg Config) error {
+	if err := cfg.defaults(); err != nil {
+		return err
+	}
+	tmp, err := os.MkdirTemp("", "holdfast-bench-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(tmp)
+	r := &runner{cfg: cfg, tmp: tmp}
+	defer r.closeAll()
+
+	if err := r.setUp(ctx); err != nil {
+		return err
+	}
+	fmt.Fprintf(cfg.Out, "holdfast bench: %d clients, %s per row (after %s warm-up), %d CPUs shared by clients and servers\n\n",
+		cfg.Clients, cfg.Duration, cfg.Warmup, numCPU())
+	var rows []row
+	for _, w := range cfg.Workloads {
+		got, err := r.workload(ctx, w)
+		if err != nil {
+			return fmt.Errorf("%s: %w", w, err)
+		}
+		rows = append(rows, got...)
+	}
+	printTable(cfg.Out, rows)
+	return nil
+}
+
+type runner struct {
+	cfg     Config
+	tmp     string
+	closers []func() error
+
+	holdfast        *system // one request per operation
+	holdfastBatched *system // coalescing client over the same server
+	holdfastPG      *system
+	trivial         *system
+	peers           []*system
+	serverProc      *process // the started holdfast server, for scale
+}
+
+func (r *runner) logf(format string, args ...any) {
+	fmt.Fprintf(r.cfg.Log, format+"\n", args...)
+}
+
+func (r *runner) closeAll() {
+	for i := len(r.closers) - 1; i >= 0; i-- {
+		r.closers[i]()
+	}
+}
+
+// setUp starts the servers and connects to every peer that was given.
+func (r *runner) setUp(ctx context.Context) error {
+	cfg := r.cfg
+	url, proc := cfg.Server, (*process)(nil)
+	if url == "" {
+		dsn := cfg.Store
+		if dsn == "" {
+			dsn = filepath.Join(r.tmp, "holdfast-data")
+		}
+		p, err := r.startHoldfast(ctx, dsn)
+		if err != nil {
+			return err
+		}
+		url, proc, r.serverProc = p.url, p, p
+	} else if p, ok := attach(url); ok {
+		proc = p
+	}
+	single, err := newHTTPClient(url, cfg.Clients, 0)
+	if err != nil {
+		return err
+	}
+	batched, err := newHTTPClient(url, cfg.Clients, cfg.Coalesce)
+	if err != nil {
+		return err
+	}
+	r.holdfast = &system{name: "holdfast", t: &httpTarget{single}, server: proc, holdfast: true}
+	r.holdfastBatched = &system{name: "holdfast, coalesced into /v1/batch", t: &httpTarget{batched}, server: proc, holdfast: true}
+
+	if cfg.HoldfastPostgres != "" {
+		if p, err := r.startHoldfast(ctx, cfg.HoldfastPostgres); err != nil {
+			r.logf("skipping holdfast over PostgreSQL: %v", err)
+		} else if c, err := newHTTPClient(p.url, cfg.Clients, 0); err == nil {
+			r.holdfastPG = &system{name: "holdfast over PostgreSQL", t: &httpTarget{c}, server: p, holdfast: true}
+		}
+	}
+	if !cfg.NoTrivial {
+		p, err := r.start(ctx, "trivial handler", cfg.Executable, "bench", "--serve-trivial", "127.0.0.1:0")
+		if err != nil {
+			return err
+		}
+		c, err := newHTTPClient(p.url, cfg.Clients, 0)
+		if err != nil {
+			return err
+		}
+		r.trivial = &system{name: "trivial HTTP handler (ceiling)", t: &httpTarget{c}, server: p, ceiling: true}
+	}
+	r.connectPeers(ctx)
+	return nil
+}
+
+func (r *runner) startHoldfast(ctx context.Context, dsn string) (*process, error) {
+	return r.start(ctx, "holdfast serve", r.cfg.Executable, "serve", "--listen", "127.0.0.1:0", "--store", dsn,
+		"--log-format", "json", "--log-level", "info")
+}
+
+func (r *runner) start(ctx context.Context, name, exe string, args ...string) (*process, error) {
+	p, err := startProcess(ctx, name, exe, args...)
+	if err != nil {
+		return nil, err
+	}
+	r.closers = append(r.closers, p.stop)
+	return p, nil
+}
+
+func (r *runner) connectPeers(ctx context.Context) {
+	cfg := r.cfg
+	add := func(name, addr string, t target, err error) {
+		if err != nil {
+			r.logf("skipping %s: %v", name, err)
+			return
+		}
+		r.closers = append(r.closers, t.close)
+		s := &system{name: name, t: t}
+		if p, ok := attach(addr); ok {
+			s.server = p
+		}
+		r.peers = append(r.peers, s)
+	}
+	if cfg.Postgres == "" {
+		r.logf("skipping the PostgreSQL lock table: no --postgres DSN given")
+	} else {
+		t, err := newPGTarget(ctx, cfg.Postgres, cfg.Clients)
+		add("PostgreSQL lock table", pgAddr(cfg.Postgres), t, err)
+	}
+	if cfg.Redis == "" {
+		r.logf("skipping Redis: no --redis address given")
+	} else {
+		t, err := newRedisTarget(ctx, cfg.Redis, cfg.Clients)
+		add("Redis SET NX, AOF always", cfg.Redis, t, err)
+	}
+	if cfg.Etcd == "" {
+		r.logf("skipping etcd: no --etcd address given")
+	} else {
+		t, err := newEtcdTarget(ctx, cfg.Etcd, cfg.Clients)
+		add("etcd txn + lease", cfg.Etcd, t, err)
+	}
+}
+
+// workload runs one workload on every system it applies to.
+func (r *runner) workload(ctx context.Context, name string) ([]row, error) {
+	switch name {
+	case "cycle":
+		return r.each(ctx, name, r.lockSystems(true), r.cycle)
+	case "hot":
+		return r.each(ctx, name, r.lockSystems(false), r.hot)
+	case "heartbeat":
+		return r.heartbeats(ctx)
+	case "aggregate":
+		return r.each(ctx, name, r.lockSystems(false), r.aggregate)
+	case "scale":
+		return r.scale(ctx)
+	}
+	return nil, fmt.Errorf("unknown workload %q", name)
+}
+
+// lockSystems lists the systems that lock keys: holdfast (also coalesced
+// when withBatched), the ceiling and the peers.
+func (r *runner) lockSystems(withBatched bool) []*system {
+	out := []*system{r.holdfast}
+	if withBatched {
+		out = append(out, r.holdfastBatched)
+	}
+	if r.holdfastPG != nil {
+		out = append(out, r.holdfastPG)
+	}
+	if r.trivial != nil {
+		out = append(out, r.trivial)
+	}
+	return append(out, r.peers...)
+}
+
+func (r *runner) each(ctx context.Context, workload string, systems []*system, fn func(context.Context, *system) (row, error)) ([]row, error) {
+	var rows []row
+	for _, s := range systems {
+		r.logf("%s: %s…", workload, s.name)
+		got, err := fn(ctx, s)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", s.name, err)
+		}
+		got.workload, got.system = workload, s
+		rows = append(rows, got)
+	}
+	return rows, nil
+}
+
+// measure runs step on every client for the warm-up, then for the
+// measured duration, and returns how many operations the measured part
+// did, how long it took and the server's CPU time meanwhile. step returns
+// how many operations it completed.
+func (r *runner) measure(ctx context.Context, s *system, clients int, step func(ctx context.Context, client int, lat *[]time.Duration) (int, error)) (row, error) {
+	var (
+		measuring atomic.Bool
+		ops       atomic.Int64
+		lat       latencies
+		firstErr  error
+		errOnce   sync.Once
+		wg        sync.WaitGroup
+	)
+	runCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	for c := range clients {
+		wg.Go(func() {
+			var mine []time.Duration
+			for runCtx.Err() == nil {
+				var sample []time.Duration
+				n, err := step(runCtx, c, &sample)
+				if err != nil {
+					if runCtx.Err() == nil {
+						errOnce.Do(func() { firstErr = err; cancel() })
+					}
+					break
+				}
+				if measuring.Load() {
+					ops.Add(int64(n))
+					mine = append(mine, sample...)
+				}
+			}
+			lat.add(mine)
+		})
+	}
+	sleep(runCtx, r.cfg.Warmup)
+	cpu0, cpuOK := s.server.cpu()
+	measuring.Store(true)
+	start := time.Now()
+	sleep(runCtx, r.cfg.Duration)
+	measuring.Store(false)
+	elapsed := time.Since(start)
+	cpu1, _ := s.server.cpu()
+	cancel()
+	wg.Wait()
+	if firstErr != nil {
+		return row{}, firstErr
+	}
+	if ctx.Err() != nil {
+		return row{}, ctx.Err()
+	}
+	out := row{ops: ops.Load(), elapsed: elapsed, p50: lat.percentile(50), p99: lat.percentile(99)}
+	if cpuOK && out.ops > 0 {
+		out.cpuPerOp = (cpu1 - cpu0) / time.Duration(out.ops)
+		out.cpuKnown = true
+	}
+	return out, nil
+}
+
+func sleep(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
+}
+
+func owner(client int) string { return fmt.Sprintf("bench-%d", client) }
+
+// timed runs fn and appends its duration to lat.
+func timed(lat *[]time.Duration, fn func() error) error {
+	start := time.Now()
+	err := fn()
+	*lat = append(*lat, time.Since(start))
+	return err
+}
+
+// cycle: each client acquires and releases its own key, again and again.
+// The latency is the acquire's.
+func (r *runner) cycle(ctx context.Context, s *system) (row, error) {
+	return r.measure(ctx, s, r.cfg.Clients, func(ctx context.Context, c int, lat *[]time.Duration) (int, error) {
+		keys := []string{fmt.Sprintf("cycle/%d", c)}
+		var granted bool
+		err := timed(lat, func() (err error) { granted, err = s.t.acquire(ctx, owner(c), keys); return err })
+		if err != nil {
+			return 0, err
+		}
+		if !granted {
+			return 0, fmt.Errorf("%s was refused to its only client", keys[0])
+		}
+		return 1, s.t.release(ctx, owner(c), keys)
+	})
+}
+
+// aggregate: each client acquires 100 keys all or nothing, then releases
+// them.
+func (r *runner) aggregate(ctx context.Context, s *system) (row, error) {
+	return r.measure(ctx, s, r.cfg.Clients, func(ctx context.Context, c int, lat *[]time.Duration) (int, error) {
+		keys := make([]string, 100)
+		for i := range keys {
+			keys[i] = fmt.Sprintf("aggregate/%d/member/%d", c, i)
+		}
+		var granted bool
+		err := timed(lat, func() (err error) { granted, err = s.t.acquire(ctx, owner(c), keys); return err })
+		if err != nil {
+			return 0, err
+		}
+		if !granted {
+			return 0, errors.New("an aggregate was refused to its only client")
+		}
+		return 1, s.t.release(ctx, owner(c), keys)
+	})
+}
+
+// hotKeys is how many keys the hot workload's clients fight over.
+const hotKeys = 16
+
+// hot: every client contends for 16 keys. Each grant is checked against
+// the client-side record of who holds the key: two grants of one key that
+// overlap in time are counted as violations.
+func (r *runner) hot(ctx context.Context, s *system) (row, error) {
+	var (
+		holders          [hotKeys]atomic.Int64 // client+1 holding the key, 0 when free
+		granted, refused atomic.Int64
+		violations       atomic.Int64
+	)
+	res, err := r.measure(ctx, s, r.cfg.Clients, func(ctx context.Context, c int, lat *[]time.Duration) (int, error) {
+		k := (c*7 + int(time.Now().UnixNano()>>10)) % hotKeys
+		keys := []string{fmt.Sprintf("hot/%d", k)}
+		var ok bool
+		err := timed(lat, func() (err error) { ok, err = s.t.acquire(ctx, owner(c), keys); return err })
+		if err != nil {
+			return 0, err
+		}
+		if !ok {
+			refused.Add(1)
+			return 1, nil
+		}
+		granted.Add(1)
+		if !holders[k].CompareAndSwap(0, int64(c)+1) && !s.ceiling {
+			violations.Add(1)
+		}
+		// Cleared before the release is sent: a grant to the next holder
+		// can only come after.
+		holders[k].CompareAndSwap(int64(c)+1, 0)
+		return 1, s.t.release(ctx, owner(c), keys)
+	})
+	res.granted, res.refused, res.violations = granted.Load(), refused.Load(), violations.Load()
+	if err == nil && res.violations > 0 {
+		err = fmt.Errorf("%d grants overlapped another grant of the same key", res.violations)
+	}
+	return res, err
+}

@@ -1,0 +1,147 @@
+package bench
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/url"
+	"os"
+	"os/exec"
+	"runtime"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// process is a server the bench measures: one it started, or one it found
+// listening on a peer's port.
+type process struct {
+	name string
+	url  string
+	pid  int
+	cmd  *exec.Cmd     // nil when not started by the bench
+	done chan struct{} // closed when a started process has exited
+	logs strings.Builder
+}
+
+// startProcess runs exe and waits until it logs, as JSON on stderr, the
+// address it listens on ({"msg":"listening","addr":...}).
+func startProcess(ctx context.Context, name, exe string, args ...string) (*process, error) {
+	cmd := exec.Command(exe, args...)
+	cmd.Env = append(os.Environ(), "HOLDFAST_CONFIG=", "HOLDFAST_LISTEN=", "HOLDFAST_STORE=", "HOLDFAST_TOKENS=")
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		return nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("starting %s: %w", name, err)
+	}
+	p := &process{name: name, pid: cmd.Process.Pid, cmd: cmd, done: make(chan struct{})}
+	addr := make(chan string, 1)
+	lines := make(chan string, 64)
+	go func() {
+		sc := bufio.NewScanner(stderr)
+		for sc.Scan() {
+			var rec struct {
+				Msg  string `json:"msg"`
+				Addr string `json:"addr"`
+			}
+			if json.Unmarshal(sc.Bytes(), &rec) == nil && rec.Msg == "listening" {
+				select {
+				case addr <- rec.Addr:
+				default:
+				}
+			}
+			select {
+			case lines <- sc.Text():
+			default:
+			}
+		}
+		io.Copy(io.Discard, stderr)
+		cmd.Wait()
+		close(p.done)
+	}()
+	wait := time.NewTimer(time.Minute)
+	defer wait.Stop()
+	select {
+	case a := <-addr:
+		p.url = "http://" + a
+		return p, nil
+	case <-p.done:
+		return nil, fmt.Errorf("%s exited before listening: %s", name, drain(lines))
+	case <-wait.C:
+		p.stop()
+		return nil, fmt.Errorf("%s did not listen within a minute: %s", name, drain(lines))
+	case <-ctx.Done():
+		p.stop()
+		return nil, ctx.Err()
+	}
+}
+
+func drain(lines chan string) string {
+	var out []string
+	for {
+		select {
+		case l := <-lines:
+			out = append(out, l)
+		default:
+			return strings.Join(out, "\n")
+		}
+	}
+}
+
+// stop ends a started process gracefully (SIGTERM), then for good.
+func (p *process) stop() error {
+	if p == nil || p.cmd == nil {
+		return nil
+	}
+	p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-p.done:
+	case <-time.After(30 * time.Second):
+		p.cmd.Process.Kill()
+		<-p.done
+	}
+	return nil
+}
+
+// attach finds the process that listens on the host:port of addr (a URL
+// or host:port), to measure it.
+func attach(addr string) (*process, bool) {
+	if u, err := url.Parse(addr); err == nil && u.Host != "" {
+		addr = u.Host
+	}
+	if _, _, err := net.SplitHostPort(addr); err != nil {
+		return nil, false
+	}
+	pid, ok := listenerPID(addr)
+	if !ok {
+		return nil, false
+	}
+	return &process{name: addr, pid: pid}, true
+}
+
+// cpu is the process's CPU time so far, with its descendants'.
+func (p *process) cpu() (time.Duration, bool) {
+	if p == nil {
+		return 0, false
+	}
+	return procCPU(p.pid)
+}
+
+// pgAddr is the host:port a PostgreSQL DSN names.
+func pgAddr(dsn string) string {
+	u, err := url.Parse(dsn)
+	if err != nil || u.Host == "" {
+		return ""
+	}
+	if u.Port() == "" {
+		return net.JoinHostPort(u.Hostname(), "5432")
+	}
+	return u.Host
+}
+
+func numCPU() int { return runtime.NumCPU() }

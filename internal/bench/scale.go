@@ -1,0 +1,214 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/holdfast/holdfast"
+	"github.com/holdfast/holdfast/client"
+)
+
+// scaleKeysPerSession is how many locks each filling session holds.
+const scaleKeysPerSession = 1000
+
+// scale fills the started holdfast server with many held locks, then
+// reports its memory, its restart-to-ready time, the p99 of a prefix
+// listing, and the acquire p99 while a sweep expires every one of them,
+// next to the acquire p99 without it.
+func (r *runner) scale(ctx context.Context) ([]row, error) {
+	note := func(what string, args ...any) row {
+		return row{workload: "scale", system: r.holdfast, mode: what, note: fmt.Sprintf(args[0].(string), args[1:]...)}
+	}
+	if r.serverProc == nil || r.cfg.Store != "" {
+		r.logf("skipping scale: it restarts the server, so it runs only on the embedded store the bench starts itself")
+		return nil, nil
+	}
+	n := r.cfg.ScaleLocks
+	sessions := (n + scaleKeysPerSession - 1) / scaleKeysPerSession
+
+	r.logf("scale: filling %d locks…", n)
+	start := time.Now()
+	if err := r.fill(ctx, n, sessions); err != nil {
+		return nil, err
+	}
+	fillTook := time.Since(start)
+	rows := []row{note("fill", "%d locks held, filled in %s (%.0f locks/s)", n, fillTook.Round(time.Millisecond), float64(n)/fillTook.Seconds())}
+	if rss, ok := rssBytes(r.serverProc.pid); ok {
+		rows = append(rows, note("memory", "RSS %.0f MiB with %d locks held", float64(rss)/(1<<20), n))
+	}
+
+	r.logf("scale: restarting…")
+	took, err := r.restart(ctx)
+	if err != nil {
+		return nil, err
+	}
+	rows = append(rows, note("restart", "ready %s after start, with %d locks", took.Round(time.Millisecond), n))
+	if rss, ok := rssBytes(r.serverProc.pid); ok {
+		rows = append(rows, note("memory after restart", "RSS %.0f MiB", float64(rss)/(1<<20)))
+	}
+
+	r.logf("scale: prefix listings…")
+	list, err := r.measure(ctx, r.holdfast, r.cfg.Clients, func(ctx context.Context, c int, lat *[]time.Duration) (int, error) {
+		prefix := fmt.Sprintf("scale/%d/", rand.IntN(sessions))
+		return 1, timed(lat, func() error {
+			_, err := r.holdfast.t.(*httpTarget).c.Locks(ctx, holdfast.LockQuery{Prefix: prefix, Limit: 100})
+			return err
+		})
+	})
+	if err != nil {
+		return nil, err
+	}
+	list.workload, list.system, list.mode = "scale", r.holdfast, "GET /v1/locks?prefix= (100 a page)"
+	rows = append(rows, list)
+
+	r.logf("scale: acquire without expiry…")
+	quiet, err := r.cycle(ctx, r.holdfast)
+	if err != nil {
+		return nil, err
+	}
+	quiet.workload, quiet.system, quiet.mode = "scale", r.holdfast, "acquire+release, no expiry"
+	rows = append(rows, quiet)
+
+	r.logf("scale: acquire while all %d locks expire…", n)
+	if err := r.expireSoon(ctx, sessions); err != nil {
+		return nil, err
+	}
+	expiring := time.Now()
+	during, err := r.cycle(ctx, r.holdfast)
+	if err != nil {
+		return nil, err
+	}
+	during.workload, during.system, during.mode = "scale", r.holdfast, "acquire+release during mass expiry"
+	rows = append(rows, during)
+	left, err := r.waitSwept(ctx)
+	if err != nil {
+		return nil, err
+	}
+	msg := fmt.Sprintf("all %d expired locks swept %s after their expiry", n, time.Since(expiring).Round(time.Millisecond))
+	if left > 0 {
+		msg = fmt.Sprintf("%d locks still listed when the wait ended", left)
+	}
+	rows = append(rows, note("sweep", msg))
+	if quiet.p99 > 0 {
+		rows = append(rows, note("expiry cost", "acquire p99 during mass expiry ÷ without = %.2f×", float64(during.p99)/float64(quiet.p99)))
+	}
+	return rows, nil
+}
+
+func (r *runner) client() *client.Client { return r.holdfast.t.(*httpTarget).c }
+
+// fill acquires n keys, scaleKeysPerSession per request, from every client.
+func (r *runner) fill(ctx context.Context, n, sessions int) error {
+	var (
+		next     atomic.Int64
+		wg       sync.WaitGroup
+		firstErr error
+		once     sync.Once
+	)
+	for range r.cfg.Clients {
+		wg.Go(func() {
+			for {
+				s := int(next.Add(1)) - 1
+				if s >= sessions || ctx.Err() != nil {
+					return
+				}
+				keys := make([]string, 0, scaleKeysPerSession)
+				for k := s * scaleKeysPerSession; k < min(n, (s+1)*scaleKeysPerSession); k++ {
+					keys = append(keys, fmt.Sprintf("scale/%d/%d", s, k))
+				}
+				_, err := r.client().Acquire(ctx, holdfast.AcquireRequest{Keys: keys,
+					Owner: holdfast.Owner{Session: fmt.Sprintf("scale-%d", s), User: "scale"}, TTL: holdfast.Duration(time.Hour)})
+				if err != nil {
+					once.Do(func() { firstErr = err })
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	return firstErr
+}
+
+// restart stops the server and starts it again on the same store, and
+// returns how long it took from start to ready.
+func (r *runner) restart(ctx context.Context) (time.Duration, error) {
+	old := r.serverProc
+	old.stop()
+	start := time.Now()
+	p, err := r.start(ctx, "holdfast serve", r.cfg.Executable, old.cmd.Args[1:]...)
+	if err != nil {
+		return 0, err
+	}
+	if err := waitReady(ctx, p.url); err != nil {
+		return 0, err
+	}
+	took := time.Since(start)
+	c, err := newHTTPClient(p.url, r.cfg.Clients, 0)
+	if err != nil {
+		return 0, err
+	}
+	r.serverProc, r.holdfast.server, r.holdfast.t = p, p, &httpTarget{c}
+	return took, nil
+}
+
+func waitReady(ctx context.Context, url string) error {
+	for {
+		resp, err := http.Get(url + "/readyz")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return nil
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+}
+
+// expireSoon renews every filling session's locks to expire in a second.
+func (r *runner) expireSoon(ctx context.Context, sessions int) error {
+	for i := 0; i < sessions; i += 1000 {
+		var ops []client.Op
+		for s := i; s < min(sessions, i+1000); s++ {
+			ops = append(ops, client.RenewOp(holdfast.RenewRequest{Session: fmt.Sprintf("scale-%d", s), TTL: holdfast.Duration(time.Second)}))
+		}
+		results, err := r.client().Batch(ctx, ops)
+		if err != nil {
+			return err
+		}
+		for _, res := range results {
+			if res.Err != nil {
+				return res.Err
+			}
+		}
+	}
+	return nil
+}
+
+// waitSwept waits up to a minute until no scale lock is listed, and
+// returns how many still are.
+func (r *runner) waitSwept(ctx context.Context) (int, error) {
+	deadline := time.Now().Add(time.Minute)
+	for {
+		page, err := r.client().Locks(ctx, holdfast.LockQuery{Prefix: "scale/", Limit: 1000})
+		if err != nil {
+			return 0, err
+		}
+		if len(page.Locks) == 0 || time.Now().After(deadline) {
+			return len(page.Locks), nil
+		}
+		select {
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}

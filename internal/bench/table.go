@@ -1,0 +1,96 @@
+package bench
+
+import (
+	"fmt"
+	"io"
+	"text/tabwriter"
+	"time"
+)
+
+// row is one system's figures for one workload.
+type row struct {
+	workload string
+	system   *system
+	mode     string // how the workload drove the system, when it varies
+	ops      int64  // completed operations (unit per workload)
+	elapsed  time.Duration
+	p50, p99 time.Duration
+	cpuPerOp time.Duration
+	cpuKnown bool
+	// hot only
+	granted, refused, violations int64
+	// note is extra text (the scale workload's figures).
+	note string
+}
+
+func (r row) rate() float64 {
+	if r.elapsed <= 0 {
+		return 0
+	}
+	return float64(r.ops) / r.elapsed.Seconds()
+}
+
+// units names what one operation of each workload is.
+var units = map[string]string{
+	"cycle":     "cycles/s",
+	"hot":       "attempts/s",
+	"heartbeat": "sessions/s",
+	"aggregate": "cycles/s",
+}
+
+func (r row) name() string {
+	if r.mode != "" {
+		return r.system.name + ", " + r.mode
+	}
+	return r.system.name
+}
+
+func printTable(w io.Writer, rows []row) {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "workload\tsystem\tthroughput\t\tp50\tp99\tserver CPU/op\tnotes\t")
+	for _, r := range rows {
+		if r.note != "" && r.ops == 0 {
+			fmt.Fprintf(tw, "%s\t%s\t\t\t\t\t\t%s\t\n", r.workload, r.name(), r.note)
+			continue
+		}
+		cpu := "-"
+		if r.cpuKnown {
+			cpu = fmtDuration(r.cpuPerOp)
+		}
+		note := r.note
+		if r.workload == "hot" && r.system.locks() {
+			note = fmt.Sprintf("%d granted, %d refused, %d overlaps", r.granted, r.refused, r.violations)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%.0f\t%s\t%s\t%s\t%s\t%s\t\n", r.workload, r.name(), r.rate(), units[r.workload],
+			fmtDuration(r.p50), fmtDuration(r.p99), cpu, note)
+	}
+	tw.Flush()
+
+	fmt.Fprintln(w, "\nRatios (throughput of holdfast ÷ throughput of the other system, same run):")
+	for _, h := range rows {
+		if !h.system.holdfast || h.ops == 0 {
+			continue
+		}
+		for _, p := range rows {
+			if p.workload != h.workload || p.system.holdfast || p.ops == 0 {
+				continue
+			}
+			fmt.Fprintf(w, "  %-9s %s ÷ %s = %.2f×\n", h.workload, h.name(), p.name(), h.rate()/p.rate())
+		}
+	}
+}
+
+// locks reports whether the system really locks (the trivial handler
+// grants everything).
+func (s *system) locks() bool { return !s.ceiling }
+
+func fmtDuration(d time.Duration) string {
+	switch {
+	case d >= time.Second:
+		return fmt.Sprintf("%.2fs", d.Seconds())
+	case d >= time.Millisecond:
+		return fmt.Sprintf("%.2fms", float64(d)/float64(time.Millisecond))
+	default:
+		return fmt.Sprintf("%.1fµs", float64(d)/float64(time.Microsecond))
+	}
+}

@@ -66,7 +66,7 @@ func TestKill9History(t *testing.T) {
 		done := make(chan struct{})
 		go func() {
 			defer close(done)
-			w.Run(loadCtx, c, rec, true)
+			w.Run(loadCtx, c, rec)
 		}()
 		// Kill at an arbitrary moment of the load; this is the moment of
 		// the crash, not a wait for anything.

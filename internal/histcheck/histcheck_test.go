@@ -12,11 +12,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+
 	"github.com/holdfast/holdfast"
 	"github.com/holdfast/holdfast/client"
 	"github.com/holdfast/holdfast/internal/histcheck"
 	"github.com/holdfast/holdfast/memstore"
 	"github.com/holdfast/holdfast/pebblestore"
+	"github.com/holdfast/holdfast/pgstore"
 	"github.com/holdfast/holdfast/server"
 	"github.com/holdfast/holdfast/store"
 )
@@ -52,7 +55,7 @@ func serve(t testing.TB, st store.Store) holdfast.Service {
 func runAndCheck(t *testing.T, svc holdfast.Service, w histcheck.Workload) error {
 	t.Helper()
 	rec := histcheck.NewRecorder(longTTL)
-	w.Run(context.Background(), svc, rec, false)
+	w.Run(context.Background(), svc, rec)
 	if err := w.ReadAll(context.Background(), svc, rec, w.Clients); err != nil {
 		t.Fatal(err)
 	}
@@ -76,6 +79,20 @@ func TestRealStoresPass(t *testing.T) {
 		"memstore": func(*testing.T) store.Store { return memstore.New(memstore.Config{}) },
 		"pebblestore": func(t *testing.T) store.Store {
 			st, err := pebblestore.Open(filepath.Join(t.TempDir(), "data"), pebblestore.Config{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return st
+		},
+		"pgstore": func(t *testing.T) store.Store {
+			dsn := postgresDSN(t)
+			schema := newSchema(t, dsn)
+			pool, err := pgxpool.New(context.Background(), dsn)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(pool.Close)
+			st, err := pgstore.New(context.Background(), pool, pgstore.Config{Schema: schema})
 			if err != nil {
 				t.Fatal(err)
 			}

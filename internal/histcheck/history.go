@@ -111,6 +111,10 @@ func NewRecorder(ttl time.Duration) *Recorder {
 
 func (r *Recorder) now() int64 { return int64(time.Since(r.start)) }
 
+// Now is the recorder's clock, in which Op.Call and Op.Return are given,
+// for marking moments of a test (an outage) in the history.
+func (r *Recorder) Now() int64 { return r.now() }
+
 // Cut bounds every unknown operation recorded so far: none of them can
 // take effect after this moment. Call it once the server that was asked is
 // dead and cannot come back with old requests (after kill -9, before the

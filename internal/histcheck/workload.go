@@ -24,6 +24,12 @@ type Workload struct {
 	// context ends.
 	Ops  int
 	Seed uint64
+	// OnUnknown is called when a client's operation has an unknown
+	// outcome (the server or its store is gone); the client goes on if
+	// it returns true. Nil stops the client: its following requests would
+	// only fail too, and every unknown outcome doubles what the checker
+	// must consider.
+	OnUnknown func(ctx context.Context) bool
 }
 
 func (w Workload) withDefaults() Workload {
@@ -51,11 +57,9 @@ func (w Workload) Family(family int) string {
 	return fmt.Sprintf("%s/%d", w.withDefaults().Prefix, family)
 }
 
-// Run lets the clients work against svc until ctx ends or, with
-// stopOnUnknown, a client's operation has an unknown outcome (the server
-// is gone: its following requests would only fail too). Each client
-// stops at the first unknown outcome it sees in that case.
-func (w Workload) Run(ctx context.Context, svc holdfast.Service, rec *Recorder, stopOnUnknown bool) {
+// Run lets the clients work against svc until ctx ends, each has made Ops
+// operations, or OnUnknown stops them.
+func (w Workload) Run(ctx context.Context, svc holdfast.Service, rec *Recorder) {
 	w = w.withDefaults()
 	var tokens sync.Map // key@session → last token seen
 	var wg sync.WaitGroup
@@ -65,7 +69,7 @@ func (w Workload) Run(ctx context.Context, svc holdfast.Service, rec *Recorder, 
 			for i := 0; ctx.Err() == nil && (w.Ops == 0 || i < w.Ops); i++ {
 				in := w.next(rng, &tokens)
 				out := rec.Do(ctx, svc, c, in)
-				if out.Outcome == Unknown && stopOnUnknown {
+				if out.Outcome == Unknown && (w.OnUnknown == nil || !w.OnUnknown(ctx)) {
 					return
 				}
 				for _, g := range out.Grants {

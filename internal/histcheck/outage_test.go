@@ -1,0 +1,302 @@
+package histcheck_test
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/holdfast/holdfast"
+	"github.com/holdfast/holdfast/client"
+	"github.com/holdfast/holdfast/internal/histcheck"
+	"github.com/holdfast/holdfast/pgstore"
+	"github.com/holdfast/holdfast/server"
+)
+
+// postgresDSN is HOLDFAST_TEST_POSTGRES; unset skips (fails under CI).
+func postgresDSN(t *testing.T) string {
+	t.Helper()
+	dsn := os.Getenv("HOLDFAST_TEST_POSTGRES")
+	if dsn == "" {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("HOLDFAST_TEST_POSTGRES is not set; CI must run the PostgreSQL outage test")
+		}
+		t.Skip("HOLDFAST_TEST_POSTGRES is not set; set it to a PostgreSQL DSN to run the PostgreSQL outage test")
+	}
+	return dsn
+}
+
+// newSchema migrates a new schema of the database at dsn and drops it when
+// the test ends.
+func newSchema(t *testing.T, dsn string) string {
+	t.Helper()
+	direct, err := pgxpool.New(context.Background(), dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b [6]byte
+	rand.Read(b[:])
+	schema := "hf_histcheck_" + hex.EncodeToString(b[:])
+	if err := pgstore.Migrate(context.Background(), direct, schema); err != nil {
+		direct.Close()
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		defer direct.Close()
+		if _, err := direct.Exec(context.Background(), "DROP SCHEMA "+schema+" CASCADE"); err != nil {
+			t.Errorf("dropping schema %s: %v", schema, err)
+		}
+	})
+	return schema
+}
+
+// proxy forwards TCP connections to PostgreSQL until it is cut: then it
+// drops every open connection and refuses new ones, as a database that
+// went away would look to the store.
+type proxy struct {
+	ln     net.Listener
+	target string
+
+	mu    sync.Mutex
+	down  bool
+	conns map[net.Conn]bool
+}
+
+func newProxy(t *testing.T, target string) *proxy {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &proxy{ln: ln, target: target, conns: map[net.Conn]bool{}}
+	go p.serve()
+	t.Cleanup(func() {
+		ln.Close()
+		p.cut()
+	})
+	return p
+}
+
+func (p *proxy) serve() {
+	for {
+		c, err := p.ln.Accept()
+		if err != nil {
+			return
+		}
+		p.mu.Lock()
+		down := p.down
+		p.mu.Unlock()
+		if down {
+			c.Close()
+			continue
+		}
+		up, err := net.Dial("tcp", p.target)
+		if err != nil {
+			c.Close()
+			continue
+		}
+		p.mu.Lock()
+		p.conns[c], p.conns[up] = true, true
+		p.mu.Unlock()
+		go func() { io.Copy(up, c); up.Close() }()
+		go func() { io.Copy(c, up); c.Close() }()
+	}
+}
+
+// cut drops every connection and refuses new ones until restore.
+func (p *proxy) cut() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.down = true
+	for c := range p.conns {
+		c.Close()
+	}
+	clear(p.conns)
+}
+
+func (p *proxy) restore() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.down = false
+}
+
+// TestPostgresOutage runs the history workload through the real server on
+// the PostgreSQL store while the database goes away three times (every
+// connection cut, new ones refused) and, when HOLDFAST_TEST_POSTGRES_RESTART
+// names a command that restarts the database, once more by a real restart.
+// While it is away every answer is 503 with Retry-After and nothing is
+// granted; once it is back, service resumes; and the whole history is
+// linearizable under the lock model.
+func TestPostgresOutage(t *testing.T) {
+	t.Parallel()
+	dsn := postgresDSN(t)
+	ctx := context.Background()
+	schema := newSchema(t, dsn)
+
+	cfg, err := pgxpool.ParseConfig(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	px := newProxy(t, net.JoinHostPort(cfg.ConnConfig.Host, strconv.Itoa(int(cfg.ConnConfig.Port))))
+	host, port, _ := net.SplitHostPort(px.ln.Addr().String())
+	cfg.ConnConfig.Host = host
+	p, _ := strconv.Atoi(port)
+	cfg.ConnConfig.Port = uint16(p)
+	cfg.ConnConfig.ConnectTimeout = 2 * time.Second
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	st, err := pgstore.New(ctx, pool, pgstore.Config{Schema: schema, Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mgr, err := holdfast.New(st, holdfast.Config{Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := server.New(server.Config{Manager: mgr, Anonymous: true, Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := httptest.NewServer(srv)
+	defer func() {
+		hs.Close()
+		mgr.Close()
+		st.Close()
+	}()
+	c, err := client.New(client.Config{BaseURL: hs.URL})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	rec := histcheck.NewRecorder(longTTL)
+	w := histcheck.Workload{Prefix: "outage", Families: 4, Clients: 8, Seed: 7,
+		// A client that met the outage waits until the server is ready
+		// again, so each contributes one unknown outcome per outage.
+		OnUnknown: func(ctx context.Context) bool {
+			for ctx.Err() == nil {
+				if c.Ping(ctx) == nil {
+					return true
+				}
+				time.Sleep(20 * time.Millisecond)
+			}
+			return false
+		},
+	}
+	loadCtx, stopLoad := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		w.Run(loadCtx, c, rec)
+	}()
+
+	type outage struct {
+		name          string
+		stop, restart func()
+	}
+	cut := outage{"connections cut", px.cut, px.restore}
+	outages := []outage{cut, cut, cut}
+	stopCmd, startCmd := os.Getenv("HOLDFAST_TEST_POSTGRES_STOP"), os.Getenv("HOLDFAST_TEST_POSTGRES_START")
+	if stopCmd != "" && startCmd != "" {
+		outages = append(outages, outage{"database restarted", func() { run(t, stopCmd) }, func() { run(t, startCmd) }})
+	} else {
+		t.Log("HOLDFAST_TEST_POSTGRES_STOP and _START are not set: the database is cut off, not restarted")
+	}
+	var windows [][2]int64 // while the database was away, in recorder time
+	for i, o := range outages {
+		time.Sleep(300 * time.Millisecond) // load before the outage
+		from := len(rec.History())
+		o.stop()
+		down := rec.Now()
+		wantRefusals(t, hs.URL, i)
+		time.Sleep(300 * time.Millisecond) // load against the outage
+		up := rec.Now()
+		o.restart()
+		windows = append(windows, [2]int64{down, up})
+		deadline := time.Now().Add(30 * time.Second)
+		for c.Ping(ctx) != nil {
+			if time.Now().After(deadline) {
+				t.Fatalf("outage %d (%s): the server is not ready 30s after the database came back", i, o.name)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		rec.Cut()
+		t.Logf("outage %d (%s): %d operations around it", i, o.name, len(rec.History())-from)
+	}
+	time.Sleep(300 * time.Millisecond) // load after the last outage
+	stopLoad()
+	<-done
+	if err := w.ReadAll(ctx, c, rec, w.Clients); err != nil {
+		t.Fatal(err)
+	}
+
+	h := rec.History()
+	counts := map[histcheck.Outcome]int{}
+	for _, op := range h {
+		counts[op.Output.Outcome]++
+		for _, win := range windows {
+			if op.Call >= win[0] && op.Return <= win[1] && op.Output.Outcome != histcheck.Unknown {
+				t.Errorf("an answer other than unavailable while the database was away: %+v → %+v", op.Input, op.Output)
+			}
+		}
+	}
+	t.Logf("%d operations: %v", len(h), counts)
+
+	if counts[histcheck.Unknown] == 0 || counts[histcheck.OK] == 0 || counts[histcheck.Locked] == 0 {
+		t.Fatalf("the outages were not met under load: %v", counts)
+	}
+	if err := histcheck.Check(h, histcheck.CheckConfig{VisualizeDir: histcheck.VisualizeDir()}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// run runs a shell command that stops or starts the database.
+func run(t *testing.T, command string) {
+	t.Helper()
+	if out, err := exec.Command("sh", "-c", command).CombinedOutput(); err != nil {
+		t.Fatalf("%s: %v\n%s", command, err, out)
+	}
+}
+
+// wantRefusals checks the raw answers while the database is away: 503 with
+// Retry-After for a write, a read and readiness.
+func wantRefusals(t *testing.T, base string, outage int) {
+	t.Helper()
+	for _, r := range []struct{ method, path, body string }{
+		{"POST", "/v1/locks/acquire", `{"keys": ["outage/probe"], "owner": {"session": "probe"}}`},
+		{"GET", "/v1/locks?key=outage/probe", ""},
+		{"GET", "/readyz", ""},
+	} {
+		req, _ := http.NewRequest(r.method, base+r.path, strings.NewReader(r.body))
+		if r.body != "" {
+			req.Header.Set("Content-Type", "application/json")
+		}
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res.Body.Close()
+		if res.StatusCode != http.StatusServiceUnavailable {
+			t.Errorf("outage %d: %s %s: status %d, want 503", outage, r.method, r.path, res.StatusCode)
+		}
+		if r.path != "/readyz" && res.Header.Get("Retry-After") == "" {
+			t.Errorf("outage %d: %s %s: 503 without Retry-After", outage, r.method, r.path)
+		}
+	}
+}

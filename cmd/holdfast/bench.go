@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -58,12 +57,14 @@ func (c *benchCommand) Run(ctx context.Context, args []string) error {
 	fs.DurationVar(&cfg.Coalesce, "coalesce", 200*time.Microsecond, "linger of the coalescing client")
 	fs.IntVar(&cfg.Sessions, "sessions", 10_000, "sessions of the heartbeat workload")
 	fs.IntVar(&cfg.ScaleLocks, "scale-locks", 1_000_000, "locks the scale workload fills")
-	trivial := fs.String("serve-trivial", "", "serve only the trivial handler on this address (the bench starts it so)")
+	fs.StringVar(&cfg.ServerLogLevel, "server-log-level", "warn", "--log-level of the holdfast servers the bench starts")
+	trivial := fs.Bool("serve-trivial", false, "serve only the trivial handler, on --listen (the bench starts it so)")
+	listen := fs.String("listen", "127.0.0.1:0", "address of --serve-trivial")
 	if _, _, err := parseArgs(fs, args); err != nil {
 		return err
 	}
-	if *trivial != "" {
-		return serveTrivial(ctx, *trivial, c.stderr)
+	if *trivial {
+		return serveTrivial(ctx, *listen)
 	}
 	cfg.Workloads = strings.Split(*workloads, ",")
 	exe, err := os.Executable()
@@ -74,14 +75,12 @@ func (c *benchCommand) Run(ctx context.Context, args []string) error {
 	return bench.Run(ctx, cfg)
 }
 
-// serveTrivial serves the trivial handler until ctx ends, announcing its
-// address as holdfast serve does.
-func serveTrivial(ctx context.Context, addr string, stderr io.Writer) error {
+// serveTrivial serves the trivial handler until ctx ends.
+func serveTrivial(ctx context.Context, addr string) error {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return err
 	}
-	json.NewEncoder(stderr).Encode(map[string]string{"msg": "listening", "addr": ln.Addr().String()})
 	hs := &http.Server{Handler: bench.TrivialHandler(), ReadHeaderTimeout: 10 * time.Second}
 	go func() {
 		<-ctx.Done()

@@ -41,6 +41,9 @@ type Config struct {
 	Redis     string // host:port of a Redis with appendonly yes, appendfsync always
 	Etcd      string // host:port of an etcd member's client URL
 	NoTrivial bool   // skip the trivial-handler ceiling
+	// ServerLogLevel is the --log-level of the started holdfast servers;
+	// default warn.
+	ServerLogLevel string
 	// Coalesce is the linger of the coalescing client; default 200µs.
 	Coalesce time.Duration
 	// Sessions heartbeating in the heartbeat workload; default 10,000.
@@ -74,6 +77,9 @@ func (c *Config) defaults() error {
 		c.Warmup = 0
 	} else if c.Warmup == 0 {
 		c.Warmup = time.Second
+	}
+	if c.ServerLogLevel == "" {
+		c.ServerLogLevel = "warn"
 	}
 	if c.Coalesce <= 0 {
 		c.Coalesce = 200 * time.Microsecond
@@ -205,7 +211,7 @@ func (r *runner) setUp(ctx context.Context) error {
 		}
 	}
 	if !cfg.NoTrivial {
-		p, err := r.start(ctx, "trivial handler", cfg.Executable, "bench", "--serve-trivial", "127.0.0.1:0")
+		p, err := r.start(ctx, "trivial handler", cfg.Executable, "bench", "--serve-trivial")
 		if err != nil {
 			return err
 		}
@@ -220,8 +226,9 @@ func (r *runner) setUp(ctx context.Context) error {
 }
 
 func (r *runner) startHoldfast(ctx context.Context, dsn string) (*process, error) {
-	return r.start(ctx, "holdfast serve", r.cfg.Executable, "serve", "--listen", "127.0.0.1:0", "--store", dsn,
-		"--log-format", "json", "--log-level", "info")
+	// At info, holdfast serve logs every request, which a server under
+	// this load would not be left doing.
+	return r.start(ctx, "holdfast serve", r.cfg.Executable, "serve", "--store", dsn, "--log-level", r.cfg.ServerLogLevel)
 }
 
 func (r *runner) start(ctx context.Context, name, exe string, args ...string) (*process, error) {

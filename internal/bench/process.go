@@ -3,7 +3,6 @@ package bench
 import (
 	"bufio"
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"net"
@@ -27,10 +26,14 @@ type process struct {
 	logs strings.Builder
 }
 
-// startProcess runs exe and waits until it logs, as JSON on stderr, the
-// address it listens on ({"msg":"listening","addr":...}).
+// startProcess runs exe with "--listen ADDR" appended, on a free loopback
+// port, and waits until it answers GET /readyz.
 func startProcess(ctx context.Context, name, exe string, args ...string) (*process, error) {
-	cmd := exec.Command(exe, args...)
+	addr, err := freeAddr()
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(exe, append(args, "--listen", addr)...)
 	cmd.Env = append(os.Environ(), "HOLDFAST_CONFIG=", "HOLDFAST_LISTEN=", "HOLDFAST_STORE=", "HOLDFAST_TOKENS=")
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
@@ -39,22 +42,11 @@ func startProcess(ctx context.Context, name, exe string, args ...string) (*proce
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("starting %s: %w", name, err)
 	}
-	p := &process{name: name, pid: cmd.Process.Pid, cmd: cmd, done: make(chan struct{})}
-	addr := make(chan string, 1)
+	p := &process{name: name, url: "http://" + addr, pid: cmd.Process.Pid, cmd: cmd, done: make(chan struct{})}
 	lines := make(chan string, 64)
 	go func() {
 		sc := bufio.NewScanner(stderr)
 		for sc.Scan() {
-			var rec struct {
-				Msg  string `json:"msg"`
-				Addr string `json:"addr"`
-			}
-			if json.Unmarshal(sc.Bytes(), &rec) == nil && rec.Msg == "listening" {
-				select {
-				case addr <- rec.Addr:
-				default:
-				}
-			}
 			select {
 			case lines <- sc.Text():
 			default:
@@ -64,21 +56,31 @@ func startProcess(ctx context.Context, name, exe string, args ...string) (*proce
 		cmd.Wait()
 		close(p.done)
 	}()
-	wait := time.NewTimer(time.Minute)
-	defer wait.Stop()
+	readyCtx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	ready := make(chan error, 1)
+	go func() { ready <- waitReady(readyCtx, p.url) }()
 	select {
-	case a := <-addr:
-		p.url = "http://" + a
+	case err := <-ready:
+		if err != nil {
+			p.stop()
+			return nil, fmt.Errorf("%s was not ready: %w: %s", name, err, drain(lines))
+		}
 		return p, nil
 	case <-p.done:
-		return nil, fmt.Errorf("%s exited before listening: %s", name, drain(lines))
-	case <-wait.C:
-		p.stop()
-		return nil, fmt.Errorf("%s did not listen within a minute: %s", name, drain(lines))
-	case <-ctx.Done():
-		p.stop()
-		return nil, ctx.Err()
+		return nil, fmt.Errorf("%s exited before it was ready: %s", name, drain(lines))
 	}
+}
+
+// freeAddr returns a loopback address with a port that was free a moment
+// ago.
+func freeAddr() (string, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	defer ln.Close()
+	return ln.Addr().String(), nil
 }
 
 func drain(lines chan string) string {

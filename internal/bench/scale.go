@@ -140,11 +140,10 @@ func (r *runner) restart(ctx context.Context) (time.Duration, error) {
 	old := r.serverProc
 	old.stop()
 	start := time.Now()
-	p, err := r.start(ctx, "holdfast serve", r.cfg.Executable, old.cmd.Args[1:]...)
+	// The same arguments, less the --listen ADDR that start appends.
+	args := old.cmd.Args[1 : len(old.cmd.Args)-2]
+	p, err := r.start(ctx, "holdfast serve", r.cfg.Executable, args...)
 	if err != nil {
-		return 0, err
-	}
-	if err := waitReady(ctx, p.url); err != nil {
 		return 0, err
 	}
 	took := time.Since(start)

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"strconv"
 	"time"
 )
 
@@ -94,7 +95,10 @@ func (t Time) MarshalJSON() ([]byte, error) {
 	if time.Time(t).IsZero() {
 		return []byte("null"), nil
 	}
-	return []byte(`"` + time.Time(t).UTC().Format(timeLayout) + `"`), nil
+	b := make([]byte, 0, len(timeLayout)+2)
+	b = append(b, '"')
+	b = time.Time(t).UTC().AppendFormat(b, timeLayout)
+	return append(b, '"'), nil
 }
 
 func (t *Time) UnmarshalJSON(b []byte) error {
@@ -123,9 +127,14 @@ func (d Duration) MarshalJSON() ([]byte, error) {
 }
 
 func (d *Duration) UnmarshalJSON(b []byte) error {
+	// The JSON decoder has checked that b is one JSON value; of those,
+	// ParseFloat takes exactly the numbers, and null decodes to zero.
 	var s float64
-	if err := json.Unmarshal(b, &s); err != nil {
-		return fmt.Errorf("a duration is a number of seconds")
+	if string(b) != "null" {
+		var err error
+		if s, err = strconv.ParseFloat(string(b), 64); err != nil {
+			return fmt.Errorf("a duration is a number of seconds")
+		}
 	}
 	if s <= 0 || math.IsNaN(s) || s > float64(math.MaxInt64)/float64(time.Second) {
 		return fmt.Errorf("must be a number of seconds greater than 0")

@@ -13,12 +13,57 @@ type readOp struct {
 	m        *Manager
 	rtx      store.ReadTx
 	now      time.Time
-	sessions map[string]sessionView
+	sessions sessionCache
+}
+
+// sessionCache holds the sessions an operation has looked up or written.
+// Most operations see one or two, which a short slice serves without the
+// cost of a map; a sweep that sees many moves to one.
+type sessionCache struct {
+	few  []sessionView
+	many map[string]sessionView
 }
 
 type sessionView struct {
 	s      store.Session
 	exists bool
+}
+
+const fewSessions = 8
+
+func (c *sessionCache) get(id string) (sessionView, bool) {
+	if c.many != nil {
+		v, ok := c.many[id]
+		return v, ok
+	}
+	for _, v := range c.few {
+		if v.s.ID == id {
+			return v, true
+		}
+	}
+	return sessionView{}, false
+}
+
+func (c *sessionCache) put(id string, v sessionView) {
+	v.s.ID = id // also names a session that does not exist
+	if c.many == nil {
+		for i := range c.few {
+			if c.few[i].s.ID == id {
+				c.few[i] = v
+				return
+			}
+		}
+		if len(c.few) < fewSessions {
+			c.few = append(c.few, v)
+			return
+		}
+		c.many = make(map[string]sessionView, 2*fewSessions)
+		for _, w := range c.few {
+			c.many[w.s.ID] = w
+		}
+		c.few = nil
+	}
+	c.many[id] = v
 }
 
 func newReadOp(m *Manager, tx store.ReadTx) *readOp {
@@ -39,17 +84,17 @@ func newOp(m *Manager, tx store.Tx) *op {
 }
 
 func (o *readOp) session(id string) (store.Session, bool, error) {
-	if v, ok := o.sessions[id]; ok {
-		return v.s, v.exists, nil
+	if v, ok := o.sessions.get(id); ok {
+		if !v.exists {
+			return store.Session{}, false, nil
+		}
+		return v.s, true, nil
 	}
 	s, ok, err := o.rtx.Session(id)
 	if err != nil {
 		return store.Session{}, false, err
 	}
-	if o.sessions == nil {
-		o.sessions = make(map[string]sessionView)
-	}
-	o.sessions[id] = sessionView{s, ok}
+	o.sessions.put(id, sessionView{s, ok})
 	return s, ok, nil
 }
 
@@ -252,10 +297,7 @@ func (o *op) putSession(s store.Session) error {
 	if err := o.tx.PutSession(s); err != nil {
 		return err
 	}
-	if o.sessions == nil {
-		o.sessions = make(map[string]sessionView)
-	}
-	o.sessions[s.ID] = sessionView{s, true}
+	o.sessions.put(s.ID, sessionView{s, true})
 	return nil
 }
 
@@ -269,10 +311,7 @@ func (o *op) touchSession(s store.Session) error {
 	if err := t.TouchSession(s); err != nil {
 		return err
 	}
-	if o.sessions == nil {
-		o.sessions = make(map[string]sessionView)
-	}
-	o.sessions[s.ID] = sessionView{s, true}
+	o.sessions.put(s.ID, sessionView{s, true})
 	return nil
 }
 

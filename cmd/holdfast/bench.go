@@ -51,6 +51,7 @@ func (c *benchCommand) Run(ctx context.Context, args []string) error {
 	fs.StringVar(&cfg.Store, "store", "", "store of the started server (default: embedded, in a temporary directory)")
 	fs.StringVar(&cfg.HoldfastPostgres, "holdfast-postgres", "", "also start a holdfast server on this PostgreSQL DSN")
 	fs.StringVar(&cfg.Postgres, "postgres", "", "PostgreSQL DSN for the hand-rolled lock table peer")
+	fs.IntVar(&cfg.PostgresConns, "postgres-conns", 0, "connections of the lock-table peer (default: --clients)")
 	fs.StringVar(&cfg.Redis, "redis", "", "host:port of Redis started with --appendonly yes --appendfsync always")
 	fs.StringVar(&cfg.Etcd, "etcd", "", "host:port of an etcd member's client URL")
 	fs.BoolVar(&cfg.NoTrivial, "no-trivial", false, "skip the trivial-handler ceiling")

@@ -37,10 +37,13 @@ type Config struct {
 	// whose store is this PostgreSQL database.
 	HoldfastPostgres string
 	// Peers.
-	Postgres  string // DSN of the lock-table peer
-	Redis     string // host:port of a Redis with appendonly yes, appendfsync always
-	Etcd      string // host:port of an etcd member's client URL
-	NoTrivial bool   // skip the trivial-handler ceiling
+	Postgres string // DSN of the lock-table peer
+	Redis    string // host:port of a Redis with appendonly yes, appendfsync always
+	Etcd     string // host:port of an etcd member's client URL
+	// PostgresConns bounds the lock-table peer\'s connections; default
+	// the number of clients.
+	PostgresConns int
+	NoTrivial     bool // skip the trivial-handler ceiling
 	// ServerLogLevel is the --log-level of the started holdfast servers;
 	// default warn.
 	ServerLogLevel string
@@ -149,6 +152,9 @@ func Run(ctx context.Context, cfg Config) error {
 		rows = append(rows, got...)
 	}
 	printTable(cfg.Out, rows)
+	if r.failed > 0 {
+		return fmt.Errorf("%d rows failed; the table says why", r.failed)
+	}
 	return nil
 }
 
@@ -163,6 +169,7 @@ type runner struct {
 	trivial         *system
 	peers           []*system
 	serverProc      *process // the started holdfast server, for scale
+	failed          int      // rows that ended in an error
 }
 
 func (r *runner) logf(format string, args ...any) {
@@ -257,7 +264,11 @@ func (r *runner) connectPeers(ctx context.Context) {
 	if cfg.Postgres == "" {
 		r.logf("skipping the PostgreSQL lock table: no --postgres DSN given")
 	} else {
-		t, err := newPGTarget(ctx, cfg.Postgres, cfg.Clients)
+		conns := cfg.PostgresConns
+		if conns <= 0 {
+			conns = cfg.Clients
+		}
+		t, err := newPGTarget(ctx, cfg.Postgres, conns)
 		add("PostgreSQL lock table", pgAddr(cfg.Postgres), t, err)
 	}
 	if cfg.Redis == "" {
@@ -313,7 +324,13 @@ func (r *runner) each(ctx context.Context, workload string, systems []*system, f
 		r.logf("%s: %s…", workload, s.name)
 		got, err := fn(ctx, s)
 		if err != nil {
-			return nil, fmt.Errorf("%s: %w", s.name, err)
+			if ctx.Err() != nil {
+				return nil, ctx.Err()
+			}
+			// One system failing does not void the others' rows.
+			r.logf("%s: %s failed: %v", workload, s.name, err)
+			r.failed++
+			got = row{note: "failed: " + oneLine(err.Error())}
 		}
 		got.workload, got.system = workload, s
 		rows = append(rows, got)
@@ -378,6 +395,14 @@ func (r *runner) measure(ctx context.Context, s *system, clients int, step func(
 		out.cpuKnown = true
 	}
 	return out, nil
+}
+
+func oneLine(s string) string {
+	s = strings.Join(strings.Fields(s), " ")
+	if len(s) > 120 {
+		s = s[:120] + "…"
+	}
+	return s
 }
 
 func sleep(ctx context.Context, d time.Duration) {

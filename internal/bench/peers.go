@@ -27,12 +27,12 @@ type pgTarget struct {
 
 const pgTable = "holdfast_bench_locks"
 
-func newPGTarget(ctx context.Context, dsn string, clients int) (*pgTarget, error) {
+func newPGTarget(ctx context.Context, dsn string, conns int) (*pgTarget, error) {
 	cfg, err := pgxpool.ParseConfig(dsn)
 	if err != nil {
 		return nil, fmt.Errorf("postgres peer: %w", err)
 	}
-	cfg.MaxConns = int32(clients + 4)
+	cfg.MaxConns = int32(conns)
 	cfg.ConnConfig.RuntimeParams["synchronous_commit"] = "on"
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {

@@ -1,6 +1,7 @@
 package storetest
 
 import (
+	"context"
 	"fmt"
 	"runtime"
 	"sync/atomic"
@@ -60,6 +61,45 @@ func Bench(b *testing.B, h Harness) {
 			}, nil
 		})
 	})
+	b.Run("BatchHeartbeat", func(b *testing.B) { benchBatchHeartbeat(b, h) })
+}
+
+// benchBatch heartbeats this many sessions in one Manager.Batch, as the
+// server does for one POST /v1/batch.
+const benchBatch = 1000
+
+// benchBatchHeartbeat measures batched heartbeats: one transaction, and
+// no fsync, for a thousand sessions.
+func benchBatchHeartbeat(b *testing.B, h Harness) {
+	m := benchManager(b, h)
+	sessions := make([]string, benchBatch)
+	for i := range sessions {
+		sessions[i] = fmt.Sprintf("bench-%d", i)
+		req := holdfast.AcquireRequest{Keys: []string{"order/" + sessions[i]}, Owner: holdfast.Owner{Session: sessions[i]},
+			IdleTimeout: holdfast.Duration(time.Minute)}
+		if _, err := m.Acquire(b.Context(), req); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for b.Loop() {
+		var failed error
+		err := m.Batch(b.Context(), func(ctx context.Context) {
+			for _, s := range sessions {
+				if _, err := m.Heartbeat(ctx, holdfast.HeartbeatRequest{Session: s}); err != nil {
+					failed = err
+				}
+			}
+		})
+		if err == nil {
+			err = failed
+		}
+		if err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(b.N*benchBatch)/b.Elapsed().Seconds(), "sessions/s")
 }
 
 // parallel runs one step per iteration on benchGoroutines goroutines; setup

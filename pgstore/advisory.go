@@ -20,12 +20,13 @@ import (
 //     the rare change.
 //
 // A transaction cannot know up front which records it will touch, so it
-// takes these locks as it goes, and that could deadlock. It does not,
-// because a transaction only waits for a lock whose id is greater than
-// that of every lock it holds; any other lock it merely tries to take, and
-// if that fails it rolls back and runs again, taking first, in ascending
-// order, every lock the failed attempt wanted. A cycle of waits would need
-// some transaction to wait for an id below one it holds.
+// takes these locks as it goes, and that could deadlock. It does not
+// linger in one, because a transaction waits without limit only for a lock
+// whose id is greater than that of every lock it holds; for any other it
+// waits briefly (briefWait), and if that runs out it rolls back and runs
+// again, taking first, in ascending order, every lock the failed attempt
+// wanted. A cycle of waits needs some transaction to wait for an id below
+// one it holds, and that wait ends within briefWait.
 
 // Lock classes keep the id spaces of keys, sessions and the rest apart.
 const (
@@ -72,7 +73,7 @@ func (s *lockSet) need(id int64, exclusive bool) {
 }
 
 // take returns the pending locks as take_locks arguments, in ascending
-// order, with the ones it may wait for marked.
+// order, with the ones it may wait for without limit marked.
 func (s *lockSet) take() (ids []int64, exclusive, wait []bool) {
 	if len(s.pending) == 0 {
 		return nil, nil, nil

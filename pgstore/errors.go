@@ -42,7 +42,7 @@ func unavailable(err error) bool {
 		}
 		switch pgErr.Code {
 		case "25006", // read_only_sql_transaction: a standby, or a primary turned read-only
-			"HF001", "40001", "40P01": // collisions that outlasted the retries
+			"55P03", "40001", "40P01": // collisions that outlasted the retries
 			return true
 		}
 		return false
@@ -69,9 +69,10 @@ func isRetry(err error) bool {
 	return false
 }
 
-// codeLockOrder is the SQLSTATE take_locks raises when a lock it may not
-// wait for is taken.
-const codeLockOrder = "HF001"
+// codeLockOrder is lock_not_available: take_locks gave up waiting for a
+// lock out of order (or a lock_timeout configured on the database ran
+// out).
+const codeLockOrder = "55P03"
 
 func isLockOrder(err error) bool {
 	var pgErr *pgconn.PgError

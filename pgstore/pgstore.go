@@ -91,14 +91,13 @@ func (s *Store) Update(ctx context.Context, fn func(store.Tx) error) error {
 	var learned map[int64]bool
 	for attempt := 1; ; attempt++ {
 		t, err := s.begin(ctx, true, learned)
-		if err != nil {
-			return err
-		}
-		err = t.run(func() error { return fn(t) })
 		if err == nil {
-			err = t.commit()
+			err = t.run(func() error { return fn(t) })
+			if err == nil {
+				err = t.commit()
+			}
+			t.close()
 		}
-		t.close()
 		if !isRetry(err) {
 			return classify(err)
 		}
@@ -107,10 +106,14 @@ func (s *Store) Update(ctx context.Context, fn func(store.Tx) error) error {
 			return fmt.Errorf("pgstore: %d attempts collided with other transactions: %w: %w", attempt, store.ErrUnavailable, err)
 		}
 		s.log.Debug("pgstore: transaction collided; retrying", slog.Int("attempt", attempt), slog.Any("err", err))
-		learned = t.locks.wanted()
+		if t != nil {
+			learned = t.locks.wanted()
+		}
 		if !isLockOrder(err) {
-			// A deadlock or serialization failure among row locks: back
-			// off a little so the other transaction can finish.
+			// PostgreSQL's deadlock detector broke a cycle (it may pick
+			// any transaction in it, even one waiting in order), or a
+			// serialization failure: back off a little so the others
+			// can finish.
 			select {
 			case <-ctx.Done():
 				return classify(ctx.Err())
@@ -128,7 +131,7 @@ func (s *Store) View(ctx context.Context, fn func(store.ReadTx) error) error {
 	}
 	t, err := s.begin(ctx, false, nil)
 	if err != nil {
-		return err
+		return classify(err)
 	}
 	defer t.close()
 	err = t.run(func() error { return fn(t) })
@@ -178,11 +181,13 @@ func (s *Store) usable(ctx context.Context) error {
 }
 
 // begin acquires a connection and opens a transaction on it, reading the
-// database clock and taking the learned locks in the same round trip.
+// database clock and taking the learned locks in the same round trip. On
+// failure it returns the closed transaction (with what it wanted to
+// lock) or nil, and the error.
 func (s *Store) begin(ctx context.Context, write bool, learned map[int64]bool) (*tx, error) {
 	conn, err := s.pool.Acquire(ctx)
 	if err != nil {
-		return nil, classify(fmt.Errorf("pgstore: acquire a connection: %w", err))
+		return nil, fmt.Errorf("pgstore: acquire a connection: %w", err)
 	}
 	t := &tx{s: s, ctx: ctx, conn: conn, write: write}
 	var b pgx.Batch
@@ -194,6 +199,10 @@ func (s *Store) begin(ctx context.Context, write bool, learned map[int64]bool) (
 		t.prepare(&b)
 	} else {
 		b.Queue(`BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY`)
+	}
+	if write {
+		// Most write transactions append to the audit log.
+		t.drawAuditID(&b)
 	}
 	if s.now != nil {
 		t.now = s.now().UTC()
@@ -211,7 +220,7 @@ func (s *Store) begin(ctx context.Context, write bool, learned map[int64]bool) (
 	t.begun = true
 	if err := t.send(&b); err != nil {
 		t.close()
-		return nil, classify(err)
+		return t, err
 	}
 	return t, nil
 }

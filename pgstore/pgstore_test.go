@@ -62,7 +62,7 @@ func testPool(t testing.TB) *pgxpool.Pool {
 			shared.err = err
 			return
 		}
-		cfg.MaxConns = 32
+		cfg.MaxConns = 64 // one per benchmark goroutine
 		shared.pool, shared.err = pgxpool.NewWithConfig(context.Background(), cfg)
 	})
 	if shared.err != nil {

@@ -8,14 +8,16 @@ import (
 
 // queries holds the fixed SQL of one schema, built once.
 type queries struct {
-	takeLocks string
-	nextToken string
+	takeLocks   string
+	nextToken   string
+	nextAuditID string
 
 	lock, related, sessionLocks, locksByRef, expiredLocks string
 	putLock, deleteLock                                   string
 
-	session, sessionsByID, idleSessions, endedSessions string
-	putSession, deleteSession                          string
+	session, checkSession                     string
+	sessionsByID, idleSessions, endedSessions string
+	putSession, deleteSession                 string
 
 	aggregates, aggregatesOf, allAggregates string
 	putAggregate, deleteAggregate           string
@@ -36,9 +38,10 @@ const lostCols = lockCols + `, reason, actor, force_reason, at, reported`
 func newQueries(schema string) queries {
 	s := quote(schema)
 	return queries{
-		schema:    s,
-		takeLocks: `SELECT ` + s + `.take_locks($1::bigint[], $2::boolean[], $3::boolean[])`,
-		nextToken: `SELECT nextval('` + s + `.token_seq')`,
+		schema:      s,
+		takeLocks:   `SELECT ` + s + `.take_locks($1::bigint[], $2::boolean[], $3::boolean[], '` + briefWait + `')`,
+		nextToken:   `SELECT nextval('` + s + `.token_seq')`,
+		nextAuditID: `SELECT nextval('` + s + `.audit_id_seq')`,
 
 		lock: `SELECT ` + lockCols + ` FROM ` + s + `.locks WHERE key = $1 AND session = $2`,
 		// The key itself and its ancestors by the exact list, descendants
@@ -59,7 +62,8 @@ func newQueries(schema string) queries {
 			expires_at = EXCLUDED.expires_at, note = EXCLUDED.note`,
 		deleteLock: `DELETE FROM ` + s + `.locks WHERE key = $1 AND session = $2`,
 
-		session:      `SELECT ` + sessionCols + ` FROM ` + s + `.sessions WHERE id = $1`,
+		session:      `SELECT xmin::text, ` + sessionCols + ` FROM ` + s + `.sessions WHERE id = $1`,
+		checkSession: `SELECT ` + s + `.check_session($1, $2)`,
 		sessionsByID: `SELECT ` + sessionCols + ` FROM ` + s + `.sessions WHERE id = ANY($1::text[])`,
 		idleSessions: `SELECT ` + sessionCols + ` FROM ` + s + `.sessions WHERE idle_deadline <= $1
 			ORDER BY idle_deadline, id LIMIT $2`,
@@ -86,12 +90,18 @@ func newQueries(schema string) queries {
 			force_reason = EXCLUDED.force_reason, at = EXCLUDED.at, reported = EXCLUDED.reported`,
 		deleteLost: `DELETE FROM ` + s + `.lost WHERE session = $1 AND key = $2 AND token = $3`,
 
-		appendAudit: `INSERT INTO ` + s + `.audit (at, event, ` + lockCols + `, actor, reason)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13) RETURNING id`,
+		appendAudit: `INSERT INTO ` + s + `.audit (id, at, event, ` + lockCols + `, actor, reason)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)`,
 		pruneAudit: `DELETE FROM ` + s + `.audit WHERE id IN (
 			SELECT id FROM ` + s + `.audit WHERE at < $1 ORDER BY at, id LIMIT $2)`,
 	}
 }
+
+// briefWait is how long a transaction waits for a lock out of order
+// before it gives up and runs again with its locks in order: long enough
+// for the holder's short transaction to end, short enough that a rare
+// cycle of waits costs little.
+const briefWait = "25ms"
 
 // noLimit stands for "all rows" where the contract's limit is <= 0.
 const noLimit = 1<<63 - 1

@@ -115,7 +115,11 @@ func TestCoveringKeysSerialiseSiblingsDoNot(t *testing.T) {
 			}
 		})
 	}()
-	<-inside
+	select {
+	case <-inside:
+	case err := <-first:
+		t.Fatalf("first update: %v", err)
+	}
 
 	if err := s.Update(ctx, func(tx store.Tx) error { return put(tx, "order/43", "s-3") }); err != nil {
 		t.Fatalf("sibling update while order/42 is open: %v", err)

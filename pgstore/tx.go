@@ -26,6 +26,14 @@ type tx struct {
 
 	locks  lockSet
 	queued []queued
+	// seen holds the row version (xmin, "" if absent) of each session
+	// record read without its lock. Reading another session's record must
+	// not wait for that session's own transactions; if this transaction
+	// later locks the session to write, checks (sent right after the lock)
+	// make sure the record is still as read, or the transaction runs
+	// again.
+	seen   map[string]string
+	checks []queued
 	// err is the first failure. The transaction is lost then, so every
 	// later call returns it, and Update never commits after it even if fn
 	// ignored it.
@@ -40,6 +48,13 @@ type tx struct {
 	fullSessions map[string]bool // every row of this session is in rows
 
 	aggs map[string]*string // member → root; nil: known to have none
+
+	// Sequence values drawn ahead, in a round trip made anyway, so that
+	// NextToken and AppendAudit cost none. A token is only good while the
+	// transaction takes no further advisory lock: a grant's token must be
+	// drawn after the locks of its key are held, so that it is above the
+	// token of every conflicting grant committed before.
+	token, auditID int64
 }
 
 type lockRef struct{ key, session string }
@@ -78,7 +93,12 @@ func (t *tx) batch() *pgx.Batch {
 func (t *tx) prepare(b *pgx.Batch) {
 	if ids, x, wait := t.locks.take(); len(ids) > 0 {
 		b.Queue(t.s.q.takeLocks, ids, x, wait)
+		t.token = 0
 	}
+	for _, c := range t.checks {
+		b.Queue(c.sql, c.args...)
+	}
+	t.checks = t.checks[:0]
 	for _, w := range t.queued {
 		b.Queue(w.sql, w.args...)
 	}
@@ -167,8 +187,17 @@ func (t *tx) lockKey(key string) {
 }
 
 func (t *tx) lockSession(id string) {
-	if t.write {
-		t.locks.need(lockID(t.s.schema, classSession, id), true)
+	if !t.write {
+		return
+	}
+	lid := lockID(t.s.schema, classSession, id)
+	if _, held := t.locks.held[lid]; held {
+		return
+	}
+	t.locks.need(lid, true)
+	if v, ok := t.seen[id]; ok {
+		t.checks = append(t.checks, queued{t.s.q.checkSession, []any{id, v}})
+		delete(t.seen, id)
 	}
 }
 
@@ -257,6 +286,11 @@ func (t *tx) Related(key string, fn func(store.Lock) bool) error {
 			found, err = scanLocks(rows)
 			return err
 		})
+		if t.write {
+			// An acquire asks for a token next; draw it now, after the
+			// key's locks.
+			t.drawToken(b)
+		}
 	})
 	if err != nil {
 		return err
@@ -369,17 +403,18 @@ func (t *tx) Locks(q store.LockQuery) ([]store.Lock, error) {
 	return found, err
 }
 
+// Session reads without the session's lock; see tx.seen.
 func (t *tx) Session(id string) (store.Session, bool, error) {
-	t.lockSession(id)
 	var (
-		s     store.Session
-		found bool
+		s       store.Session
+		found   bool
+		version string
 	)
 	err := t.exchange(func(b *pgx.Batch) {
 		b.Queue(t.s.q.session, id).Query(func(rows pgx.Rows) error {
 			for rows.Next() {
 				var err error
-				if s, err = scanSession(rows); err != nil {
+				if s, version, err = scanVersionedSession(rows); err != nil {
 					return err
 				}
 				found = true
@@ -387,7 +422,18 @@ func (t *tx) Session(id string) (store.Session, bool, error) {
 			return rows.Err()
 		})
 	})
-	return s, found, err
+	if err != nil {
+		return s, false, err
+	}
+	if _, held := t.locks.held[lockID(t.s.schema, classSession, id)]; t.write && !held {
+		if t.seen == nil {
+			t.seen = make(map[string]string)
+		}
+		if _, ok := t.seen[id]; !ok {
+			t.seen[id] = version
+		}
+	}
+	return s, found, nil
 }
 
 // IdleSessions finds candidates, then locks them and reads them again,
@@ -577,7 +623,16 @@ func (t *tx) lostWhere(sql string, args ...any) ([]store.Lost, error) {
 
 func (t *tx) Audit(q store.AuditQuery) ([]store.AuditEntry, error) {
 	var w where
-	w.add("id > ?", int64(min(q.After, 1<<63-1)))
+	order := "id"
+	switch {
+	case q.Newest && q.Before > 0:
+		w.add("id < ?", int64(min(q.Before, 1<<63-1)))
+		order = "id DESC"
+	case q.Newest:
+		order = "id DESC"
+	default:
+		w.add("id > ?", int64(min(q.After, 1<<63-1)))
+	}
 	if q.Key != "" {
 		w.add("(key = ? OR (key >= ? AND key < ?))", q.Key, q.Key+"/", q.Key+"0")
 	}
@@ -594,7 +649,7 @@ func (t *tx) Audit(q store.AuditQuery) ([]store.AuditEntry, error) {
 		w.add("at >= ?", q.Since)
 	}
 	sql := `SELECT id, at, event, ` + lockCols + `, actor, reason FROM ` + t.s.q.schema + `.audit` + w.String() +
-		` ORDER BY id LIMIT ` + w.arg(limitOf(q.Limit))
+		` ORDER BY ` + order + ` LIMIT ` + w.arg(limitOf(q.Limit))
 	var out []store.AuditEntry
 	err := t.exchange(func(b *pgx.Batch) {
 		b.Queue(sql, w.args...).Query(func(rows pgx.Rows) error {
@@ -612,11 +667,18 @@ func (t *tx) Audit(q store.AuditQuery) ([]store.AuditEntry, error) {
 }
 
 func (t *tx) NextToken() (uint64, error) {
-	var token int64
-	err := t.exchange(func(b *pgx.Batch) {
-		b.Queue(t.s.q.nextToken).QueryRow(func(row pgx.Row) error { return row.Scan(&token) })
-	})
-	return uint64(token), err
+	if t.token == 0 || len(t.locks.pending) > 0 {
+		if err := t.exchange(t.drawToken); err != nil {
+			return 0, err
+		}
+	}
+	token := t.token
+	t.token = 0
+	return uint64(token), nil
+}
+
+func (t *tx) drawToken(b *pgx.Batch) {
+	b.Queue(t.s.q.nextToken).QueryRow(func(row pgx.Row) error { return row.Scan(&t.token) })
 }
 
 // PutLock needs the key's locks and the session's lock: every new lock of
@@ -691,13 +753,20 @@ func (t *tx) DeleteLost(session, key string, token uint64) error {
 }
 
 func (t *tx) AppendAudit(e store.AuditEntry) (uint64, error) {
-	var id int64
-	args := append([]any{e.At, e.Event}, lockArgs(e.Lock)...)
-	args = append(args, e.Actor, e.Reason)
-	err := t.exchange(func(b *pgx.Batch) {
-		b.Queue(t.s.q.appendAudit, args...).QueryRow(func(row pgx.Row) error { return row.Scan(&id) })
-	})
-	return uint64(id), err
+	if t.auditID == 0 {
+		if err := t.exchange(t.drawAuditID); err != nil {
+			return 0, err
+		}
+	}
+	id := t.auditID
+	t.auditID = 0
+	args := append([]any{id, e.At, e.Event}, lockArgs(e.Lock)...)
+	t.enqueue(t.s.q.appendAudit, append(args, e.Actor, e.Reason)...)
+	return uint64(id), t.err
+}
+
+func (t *tx) drawAuditID(b *pgx.Batch) {
+	b.Queue(t.s.q.nextAuditID).QueryRow(func(row pgx.Row) error { return row.Scan(&t.auditID) })
 }
 
 func (t *tx) PruneAudit(before time.Time, limit int) (int, error) {
@@ -753,6 +822,24 @@ func scanSession(rows pgx.Rows) (store.Session, error) {
 		s.EndedAt = ended.UTC()
 	}
 	return s, nil
+}
+
+func scanVersionedSession(rows pgx.Rows) (store.Session, string, error) {
+	var (
+		s       store.Session
+		version string
+		idle    int64
+		ended   *time.Time
+	)
+	if err := rows.Scan(&version, &s.ID, &s.User, &s.Name, &s.LastSeen, &idle, &ended, &s.EndReason); err != nil {
+		return s, "", err
+	}
+	s.LastSeen = s.LastSeen.UTC()
+	s.IdleTimeout = time.Duration(idle)
+	if ended != nil {
+		s.EndedAt = ended.UTC()
+	}
+	return s, version, nil
 }
 
 func scanSessions(rows pgx.Rows) ([]store.Session, error) {

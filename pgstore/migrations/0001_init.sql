@@ -60,8 +60,12 @@ CREATE TABLE {schema}.lost (
 );
 CREATE INDEX lost_at ON {schema}.lost (at, session, key, token);
 
+-- Audit entry ids. The store draws one ahead at the start of each write
+-- transaction, so ids follow start order, not commit order.
+CREATE SEQUENCE {schema}.audit_id_seq AS bigint MINVALUE 1 NO CYCLE;
+
 CREATE TABLE {schema}.audit (
-	id          bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+	id          bigint PRIMARY KEY,
 	at          timestamptz NOT NULL,
 	event       text NOT NULL,
 	key         text COLLATE "C" NOT NULL,
@@ -84,27 +88,53 @@ CREATE INDEX audit_session ON {schema}.audit (session, id);
 -- back, whatever transactions roll back, and survives restarts.
 CREATE SEQUENCE {schema}.token_seq AS bigint MINVALUE 1 NO CYCLE;
 
--- take_locks takes transaction-scoped advisory locks in the order given
--- (ascending ids). Where wait[i] is set it waits for the lock; elsewhere
--- it only tries, and raises HF001 if the lock is taken, so that the
--- caller retries its transaction instead of risking a deadlock.
-CREATE FUNCTION {schema}.take_locks(ids bigint[], exclusive boolean[], wait boolean[]) RETURNS void
+-- take_locks takes transaction-scoped advisory locks in ascending id
+-- order. Where wait[i] is set it waits for the lock as long as it takes;
+-- elsewhere (a lock whose id is below one the transaction holds already)
+-- it waits at most brief_wait, so that a cycle of waits ends quickly in
+-- lock_not_available (55P03) and the caller retries its transaction with
+-- its locks taken in order.
+CREATE FUNCTION {schema}.take_locks(ids bigint[], exclusive boolean[], wait boolean[], brief_wait text) RETURNS void
 LANGUAGE plpgsql AS $$
+DECLARE
+	previous text := current_setting('lock_timeout');
+	n integer := coalesce(array_length(ids, 1), 0);
 BEGIN
-	FOR i IN 1 .. coalesce(array_length(ids, 1), 0) LOOP
-		IF wait[i] THEN
+	IF NOT (true = ALL (wait)) THEN
+		PERFORM set_config('lock_timeout', brief_wait, true);
+		FOR i IN 1 .. n LOOP
+			CONTINUE WHEN wait[i];
 			IF exclusive[i] THEN
 				PERFORM pg_advisory_xact_lock(ids[i]);
 			ELSE
 				PERFORM pg_advisory_xact_lock_shared(ids[i]);
 			END IF;
-		ELSIF exclusive[i] THEN
-			IF NOT pg_try_advisory_xact_lock(ids[i]) THEN
-				RAISE EXCEPTION 'holdfast: lock % is taken; retrying in lock order', ids[i] USING ERRCODE = 'HF001';
-			END IF;
-		ELSIF NOT pg_try_advisory_xact_lock_shared(ids[i]) THEN
-			RAISE EXCEPTION 'holdfast: lock % is taken; retrying in lock order', ids[i] USING ERRCODE = 'HF001';
+		END LOOP;
+		PERFORM set_config('lock_timeout', previous, true);
+	END IF;
+	FOR i IN 1 .. n LOOP
+		CONTINUE WHEN NOT wait[i];
+		IF exclusive[i] THEN
+			PERFORM pg_advisory_xact_lock(ids[i]);
+		ELSE
+			PERFORM pg_advisory_xact_lock_shared(ids[i]);
 		END IF;
 	END LOOP;
+END
+$$;
+
+-- check_session raises serialization_failure (40001) unless the session
+-- record is still the version (xmin, '' if absent) the transaction read
+-- before it locked the session: the transaction then runs again.
+CREATE FUNCTION {schema}.check_session(session_id text, seen text) RETURNS void
+LANGUAGE plpgsql AS $$
+DECLARE
+	current text;
+BEGIN
+	SELECT xmin::text INTO current FROM {schema}.sessions WHERE id = session_id;
+	IF coalesce(current, '') <> seen THEN
+		RAISE EXCEPTION 'holdfast: session % changed since this transaction read it', session_id
+			USING ERRCODE = 'serialization_failure';
+	END IF;
 END
 $$;

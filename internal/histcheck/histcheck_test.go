@@ -5,9 +5,11 @@ import (
 	"io"
 	"log/slog"
 	"math"
+	"math/rand/v2"
 	"net/http/httptest"
 	"path/filepath"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -172,6 +174,30 @@ func listed(gs ...histcheck.Grant) histcheck.Output {
 	return histcheck.Output{Outcome: histcheck.OK, Grants: gs}
 }
 
+func tick(ms int64) histcheck.Input {
+	return histcheck.Input{Kind: histcheck.Tick, Family: "f", Now: ms}
+}
+
+// expiring is a lock taken at 1000 ms for two seconds, the clock moved to
+// at, and another session's grant of the same key.
+func expiring(at int64) []histcheck.Op {
+	ok := histcheck.Output{Outcome: histcheck.OK}
+	in := acq("a", "k")
+	in.TTL = 2 * time.Second
+	first := granted("a", "k", 1)
+	first.Grants[0].Expires = 3000
+	in2 := acq("b", "k")
+	in2.TTL = 2 * time.Second
+	second := granted("b", "k", 2)
+	second.Grants[0].Expires = at + 2000
+	return []histcheck.Op{
+		op(9, 0, 1, tick(1000), ok),
+		op(0, 2, 3, in, first),
+		op(9, 4, 5, tick(at), ok),
+		op(1, 6, 7, in2, second),
+	}
+}
+
 // TestModel checks the model on small hand-written histories, legal and
 // not.
 func TestModel(t *testing.T) {
@@ -270,6 +296,12 @@ func TestModel(t *testing.T) {
 				histcheck.Output{Outcome: histcheck.Stale, Grants: []histcheck.Grant{{Key: "k", Session: "a", Token: 7}}}),
 			op(1, 20, 30, holders("k"), listed(histcheck.Grant{Key: "k", Session: "a", Token: 7})),
 		}},
+		{"a lock is free once the clock passes its expiry", true, expiring(3000)},
+		{"a lock is not free before its expiry", false, expiring(1999)},
+		{"the clock going backwards", false, []histcheck.Op{
+			op(0, 0, 1, tick(5000), histcheck.Output{Outcome: histcheck.OK}),
+			op(0, 2, 3, tick(4000), histcheck.Output{Outcome: histcheck.OK}),
+		}},
 		{"an answer no server gives", false, []histcheck.Op{
 			op(0, 0, 10, acq("a", "k"), histcheck.Output{Outcome: histcheck.Failed, Err: "500"}),
 		}},
@@ -283,4 +315,102 @@ func TestModel(t *testing.T) {
 			t.Errorf("%s: the error does not name the family: %v", c.name, err)
 		}
 	}
+}
+
+// storeClock is a store's clock the test moves.
+type storeClock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func (c *storeClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *storeClock) Set(t time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = t
+}
+
+// runWithClock runs the workload with lifetimes of seconds while another
+// client moves the store's clock forward by up to four seconds at a time,
+// so locks expire under the clients' feet, and checks the history with
+// expiry judged by that clock.
+func runWithClock(t *testing.T, svc holdfast.Service, clock *storeClock) error {
+	t.Helper()
+	w := histcheck.Workload{Prefix: "exp", Families: 4, Clients: 8, Ops: 60, Seed: 3, TTL: 2 * time.Second}
+	rec := histcheck.NewRecorder(longTTL)
+	rec.Tick(w.Clients, w.FamilyNames(), clock.Now(), clock.Set)
+	ctx, stop := context.WithCancel(context.Background())
+	ticked := make(chan int)
+	go func() {
+		n := 0
+		for ctx.Err() == nil {
+			rec.Tick(w.Clients, w.FamilyNames(), clock.Now().Add(time.Duration(rand.IntN(4000))*time.Millisecond), clock.Set)
+			n++
+			time.Sleep(2 * time.Millisecond) // pace, so clients act between ticks
+		}
+		ticked <- n
+	}()
+	w.Run(ctx, svc, rec)
+	stop()
+	ticks := <-ticked
+	if err := w.ReadAll(context.Background(), svc, rec, w.Clients); err != nil {
+		t.Fatal(err)
+	}
+	h := rec.History()
+	t.Logf("%d operations, %d clock moves", len(h)-ticks*w.Families, ticks)
+	return histcheck.Check(h, histcheck.CheckConfig{VisualizeDir: histcheck.VisualizeDir()})
+}
+
+func newClock() *storeClock {
+	return &storeClock{now: time.Date(2026, 11, 30, 10, 0, 0, 0, time.UTC)}
+}
+
+// TestExpiryByTheStoreClock checks histories in which locks expire: an
+// expired lock is free at once, no longer verifiable, renewable or
+// listed, and a re-acquire after expiry is a new grant.
+func TestExpiryByTheStoreClock(t *testing.T) {
+	t.Parallel()
+	clock := newClock()
+	if err := runWithClock(t, serve(t, memstore.New(memstore.Config{Now: clock.Now})), clock); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// laggingStore is a broken store: now and then a transaction reads a clock
+// ten seconds behind, so it sees expired locks as live and dates new ones
+// wrongly.
+type laggingStore struct {
+	store.Store
+	calls atomic.Uint64
+}
+
+func (s *laggingStore) Update(ctx context.Context, fn func(store.Tx) error) error {
+	lag := s.calls.Add(1)%7 == 0
+	return s.Store.Update(ctx, func(tx store.Tx) error {
+		if lag {
+			return fn(laggingTx{tx})
+		}
+		return fn(tx)
+	})
+}
+
+type laggingTx struct{ store.Tx }
+
+func (tx laggingTx) Now() time.Time { return tx.Tx.Now().Add(-10 * time.Second) }
+
+// TestCheckerCatchesALaggingClock proves the checker judges expiry: the
+// same history over a store whose clock sometimes lags must fail.
+func TestCheckerCatchesALaggingClock(t *testing.T) {
+	t.Parallel()
+	clock := newClock()
+	err := runWithClock(t, serve(t, &laggingStore{Store: memstore.New(memstore.Config{Now: clock.Now})}), clock)
+	if err == nil {
+		t.Fatal("the history over a store with a lagging clock passed the check")
+	}
+	t.Logf("caught, as it must be: %v", err)
 }

@@ -7,7 +7,9 @@
 // time it returned, what was asked and what was answered. An operation whose
 // answer was lost (the server died, the store was down) is recorded as
 // unknown: it may or may not have taken effect, and the checker tries both.
-// Expiry is not modelled; histories use lifetimes far longer than the run.
+// Expiry is modelled when the history records the store's clock (Tick, with
+// a clock the test controls); otherwise histories use lifetimes far longer
+// than the run and expiry plays no part.
 package histcheck
 
 import (
@@ -32,6 +34,8 @@ const (
 	Holders      Kind = "holders" // GET /v1/locks?key=K
 	ForceRelease Kind = "force-release"
 	EndSession   Kind = "end-session"
+	// Tick records that the test moved the store's clock to Now.
+	Tick Kind = "tick"
 )
 
 // Input is one request. Every key of an operation lies in one Family, and
@@ -46,6 +50,10 @@ type Input struct {
 	Shared   bool
 	Takeover bool
 	Token    uint64 // Release (one key) and Verify; 0 means none
+	// TTL is the lifetime asked for by Acquire and Renew; the recorder
+	// fills in its default.
+	TTL time.Duration
+	Now int64 // Tick: the store's new time, Unix milliseconds
 }
 
 // Outcome classifies an answer.
@@ -67,6 +75,8 @@ type Grant struct {
 	User    string
 	Shared  bool
 	Token   uint64 // 0 while unknown
+	// Expires is Unix milliseconds, kept only while the clock is modelled.
+	Expires int64
 }
 
 // Output is one answer.
@@ -136,8 +146,25 @@ func (r *Recorder) History() []Op {
 	return slices.Clone(r.ops)
 }
 
+// Tick moves the store's clock with set (which must be atomic, and the
+// store must read its clock inside its transactions) to now, and records
+// it in every family: from then on, the checker judges expiry.
+func (r *Recorder) Tick(client int, families []string, now time.Time, set func(time.Time)) {
+	call := r.now()
+	set(now)
+	ret := r.now()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, f := range families {
+		r.ops = append(r.ops, Op{Client: client, Call: call, Return: ret, Input: Input{Kind: Tick, Family: f, Now: now.UnixMilli()}, Output: Output{Outcome: OK}})
+	}
+}
+
 // Do runs in against svc as client and records it.
 func (r *Recorder) Do(ctx context.Context, svc holdfast.Service, client int, in Input) Output {
+	if in.TTL == 0 && (in.Kind == Acquire || in.Kind == Renew) {
+		in.TTL = time.Duration(r.ttl)
+	}
 	call := r.now()
 	out := r.run(ctx, svc, in)
 	ret := r.now()
@@ -159,7 +186,7 @@ func (r *Recorder) run(ctx context.Context, svc holdfast.Service, in Input) Outp
 			mode = holdfast.Shared
 		}
 		res, err := svc.Acquire(ctx, holdfast.AcquireRequest{
-			Keys: in.Keys, Mode: mode, Takeover: in.Takeover, TTL: r.ttl,
+			Keys: in.Keys, Mode: mode, Takeover: in.Takeover, TTL: holdfast.Duration(in.TTL),
 			Owner: holdfast.Owner{Session: in.Session, User: in.User},
 		})
 		if err != nil {
@@ -173,7 +200,7 @@ func (r *Recorder) run(ctx context.Context, svc holdfast.Service, in Input) Outp
 		}
 		return Output{Outcome: OK, Grants: grants(res.Released), NotHeld: sorted(res.NotHeld)}
 	case Renew:
-		res, err := svc.Renew(ctx, holdfast.RenewRequest{Session: in.Session, Keys: in.Keys, TTL: r.ttl})
+		res, err := svc.Renew(ctx, holdfast.RenewRequest{Session: in.Session, Keys: in.Keys, TTL: holdfast.Duration(in.TTL)})
 		if err != nil {
 			return outcome(err)
 		}
@@ -236,7 +263,7 @@ func outcome(err error) Output {
 func grants(locks []holdfast.Lock) []Grant {
 	out := make([]Grant, 0, len(locks))
 	for _, l := range locks {
-		g := Grant{Key: l.Key, Session: l.Owner.Session, User: l.Owner.User, Shared: l.Mode == holdfast.Shared, Token: l.Token}
+		g := Grant{Key: l.Key, Session: l.Owner.Session, User: l.Owner.User, Shared: l.Mode == holdfast.Shared, Token: l.Token, Expires: l.ExpiresAt.UnixMilli()}
 		if !slices.Contains(out, g) {
 			out = append(out, g)
 		}

@@ -6,17 +6,34 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/anishathalye/porcupine"
 	"github.com/holdfast/holdfast"
 )
 
 // state is what the model knows of one family: the live locks, sorted by
-// key then session, and the highest token issued in it. It is never
-// changed in place.
+// key then session, the highest token issued in it, and the store's time
+// (Unix milliseconds; 0 while the history has no Tick and expiry is not
+// modelled). It is never changed in place.
 type state struct {
 	locks    []Grant
 	maxToken uint64
+	now      int64
+}
+
+// expiry is when a lock asked for with ttl at st.now ends, or 0 when the
+// clock is not modelled.
+func (st state) expiry(ttl time.Duration) int64 {
+	if st.now == 0 {
+		return 0
+	}
+	return st.now + ttl.Milliseconds()
+}
+
+// sameExpiry reports whether an answer's expiry agrees with the model's.
+func (st state) sameExpiry(model, seen int64) bool {
+	return st.now == 0 || model == seen
 }
 
 func (s state) find(key, session string) (int, bool) {
@@ -25,7 +42,7 @@ func (s state) find(key, session string) (int, bool) {
 
 func (s state) with(locks []Grant, maxToken uint64) state {
 	slices.SortFunc(locks, compareGrants)
-	return state{locks: locks, maxToken: max(s.maxToken, maxToken)}
+	return state{locks: locks, maxToken: max(s.maxToken, maxToken), now: s.now}
 }
 
 // related reports whether locks on a and b conflict-check: equal keys, or
@@ -58,7 +75,7 @@ var model = porcupine.NondeterministicModel{
 	},
 	Equal: func(a, b any) bool {
 		x, y := a.(state), b.(state)
-		return x.maxToken == y.maxToken && slices.Equal(x.locks, y.locks)
+		return x.maxToken == y.maxToken && x.now == y.now && slices.Equal(x.locks, y.locks)
 	},
 	Hash: func(st any) uint64 {
 		h := fnv.New64a()
@@ -74,6 +91,15 @@ var model = porcupine.NondeterministicModel{
 func step(st state, in Input, out Output) []any {
 	if out.Outcome == Failed {
 		return nil
+	}
+	if in.Kind == Tick {
+		// The clock only moves forward; what it passes is free at once.
+		if in.Now < st.now {
+			return nil
+		}
+		next := remove(st, func(g Grant) bool { return g.Expires <= in.Now })
+		next.now = in.Now
+		return []any{next}
 	}
 	if out.Outcome == Unknown {
 		// It either did not happen, or happened with an answer we did not
@@ -107,8 +133,24 @@ func apply(st state, in Input) (state, bool) {
 		return remove(st, func(g Grant) bool { return slices.Contains(in.Keys, g.Key) }), true
 	case EndSession:
 		return remove(st, func(g Grant) bool { return g.Session == in.Session }), true
+	case Renew:
+		return renew(st, in)
 	}
 	return st, false
+}
+
+// renew sets each named lock's expiry to now + ttl; false if one is not
+// held.
+func renew(st state, in Input) (state, bool) {
+	locks := slices.Clone(st.locks)
+	for _, k := range in.Keys {
+		i, ok := st.find(k, in.Session)
+		if !ok {
+			return st, false
+		}
+		locks[i].Expires = st.expiry(in.TTL)
+	}
+	return state{locks: locks, maxToken: st.maxToken, now: st.now}, true
 }
 
 // check returns the state after the operation when out is a possible
@@ -163,18 +205,21 @@ func check(st state, in Input, out Output) (state, bool) {
 		return remove(next, func(g Grant) bool { return g.Session == in.Session && slices.Contains(in.Keys, g.Key) }), true
 
 	case Renew:
-		var held []Grant
 		for _, k := range in.Keys {
-			i, ok := st.find(k, in.Session)
-			if !ok {
+			if _, ok := st.find(k, in.Session); !ok {
 				return st, out.Outcome == Lost
 			}
-			held = append(held, st.locks[i])
 		}
 		if out.Outcome != OK {
 			return st, false
 		}
-		return st.reveal(held, out.Grants)
+		next, _ := renew(st, in)
+		var want []Grant
+		for _, k := range in.Keys {
+			i, _ := next.find(k, in.Session)
+			want = append(want, next.locks[i])
+		}
+		return next.reveal(want, out.Grants)
 
 	case Verify:
 		i, ok := st.find(in.Keys[0], in.Session)
@@ -282,9 +327,10 @@ func grant(st state, in Input, blockers []Grant, seen []Grant) (next state, want
 			g = locks[i]
 			isNew = g.Shared && !in.Shared
 			g.Shared = g.Shared && in.Shared
+			g.Expires = max(g.Expires, st.expiry(in.TTL))
 			locks = slices.Delete(locks, i, i+1)
 		} else {
-			g = Grant{Key: k, Session: in.Session, User: in.User, Shared: in.Shared}
+			g = Grant{Key: k, Session: in.Session, User: in.User, Shared: in.Shared, Expires: st.expiry(in.TTL)}
 		}
 		if isNew {
 			g.Token = 0
@@ -296,7 +342,7 @@ func grant(st state, in Input, blockers []Grant, seen []Grant) (next state, want
 			}
 			s := seen[j]
 			switch {
-			case s.Session != g.Session || s.Shared != g.Shared || s.User != g.User:
+			case s.Session != g.Session || s.Shared != g.Shared || s.User != g.User || !st.sameExpiry(g.Expires, s.Expires):
 				return st, nil, false
 			case isNew && s.Token <= maxToken:
 				return st, nil, false // tokens only grow
@@ -327,7 +373,7 @@ func release(st state, session string, keys []string, token uint64) (state, bool
 }
 
 func remove(st state, drop func(Grant) bool) state {
-	return state{locks: slices.DeleteFunc(slices.Clone(st.locks), drop), maxToken: st.maxToken}
+	return state{locks: slices.DeleteFunc(slices.Clone(st.locks), drop), maxToken: st.maxToken, now: st.now}
 }
 
 // reveal checks that the answer lists exactly the grants want (the
@@ -342,7 +388,7 @@ func (st state) reveal(want, seen []Grant) (state, bool) {
 	maxToken := st.maxToken
 	for i, w := range want {
 		s := seen[i]
-		if w.Key != s.Key || w.Session != s.Session || w.Shared != s.Shared || w.User != s.User {
+		if w.Key != s.Key || w.Session != s.Session || w.Shared != s.Shared || w.User != s.User || !st.sameExpiry(w.Expires, s.Expires) {
 			return st, false
 		}
 		switch {
@@ -366,7 +412,7 @@ func (st state) reveal(want, seen []Grant) (state, bool) {
 	if !tokensUnique(locks) {
 		return st, false
 	}
-	return state{locks: locks, maxToken: maxToken}, true
+	return state{locks: locks, maxToken: maxToken, now: st.now}, true
 }
 
 // tokensUnique reports whether no two grants share a known token.
@@ -393,6 +439,9 @@ func describeGrant(g Grant) string {
 	if g.Token != 0 {
 		tok = strconv.FormatUint(g.Token, 10)
 	}
+	if g.Expires != 0 {
+		return fmt.Sprintf("%s@%s/%s#%s<%s", g.Key, g.Session, mode, tok, time.UnixMilli(g.Expires).UTC().Format("15:04:05.000"))
+	}
 	return fmt.Sprintf("%s@%s/%s#%s", g.Key, g.Session, mode, tok)
 }
 
@@ -405,7 +454,11 @@ func describeGrants(gs []Grant) string {
 }
 
 func describeState(st state) string {
-	return describeGrants(st.locks) + " max#" + strconv.FormatUint(st.maxToken, 10)
+	d := describeGrants(st.locks) + " max#" + strconv.FormatUint(st.maxToken, 10)
+	if st.now != 0 {
+		d += " at " + time.UnixMilli(st.now).UTC().Format("15:04:05.000")
+	}
+	return d
 }
 
 func describeOp(in Input, out Output) string {
@@ -422,6 +475,9 @@ func describeOp(in Input, out Output) string {
 	}
 	if in.Token != 0 {
 		fmt.Fprintf(&b, " token %d", in.Token)
+	}
+	if in.Kind == Tick {
+		fmt.Fprintf(&b, "to %s", time.UnixMilli(in.Now).UTC().Format("15:04:05.000"))
 	}
 	fmt.Fprintf(&b, " → %s %s", out.Outcome, describeGrants(out.Grants))
 	if len(out.NotHeld) > 0 {

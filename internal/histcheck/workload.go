@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"sync"
+	"time"
 
 	"github.com/holdfast/holdfast"
 )
@@ -24,6 +25,10 @@ type Workload struct {
 	// context ends.
 	Ops  int
 	Seed uint64
+	// TTL, when set, is the shortest lifetime acquires and renewals ask
+	// for (they ask for one to three times it); zero leaves it to the
+	// recorder. Histories that tick the clock use it to make locks expire.
+	TTL time.Duration
 	// OnUnknown is called when a client's operation has an unknown
 	// outcome (the server or its store is gone); the client goes on if
 	// it returns true. Nil stops the client: its following requests would
@@ -50,6 +55,16 @@ func (w Workload) Keys(family int) []string {
 	w = w.withDefaults()
 	root := fmt.Sprintf("%s/%d", w.Prefix, family)
 	return []string{root, root + "/a", root + "/a/x", root + "/b"}
+}
+
+// FamilyNames lists every family's name, for Recorder.Tick.
+func (w Workload) FamilyNames() []string {
+	w = w.withDefaults()
+	names := make([]string, w.Families)
+	for f := range names {
+		names[f] = w.Family(f)
+	}
+	return names
 }
 
 // Family names a family in Input.Family.
@@ -123,6 +138,7 @@ func (w Workload) next(rng *rand.Rand, tokens *sync.Map) Input {
 		in.Kind = Acquire
 		in.Shared = rng.IntN(3) == 0
 		in.Takeover = rng.IntN(6) == 0
+		in.TTL = w.TTL * time.Duration(1+rng.IntN(3))
 	case r < 60:
 		in.Kind = Release
 		if len(in.Keys) == 1 && rng.IntN(3) == 0 {
@@ -130,6 +146,7 @@ func (w Workload) next(rng *rand.Rand, tokens *sync.Map) Input {
 		}
 	case r < 65:
 		in.Kind = Renew
+		in.TTL = w.TTL * time.Duration(1+rng.IntN(3))
 	case r < 75:
 		in.Kind = Verify
 		in.Keys = in.Keys[:1]

@@ -51,9 +51,9 @@ type tx struct {
 
 	// Sequence values drawn ahead, in a round trip made anyway, so that
 	// NextToken and AppendAudit cost none. A token is only good while the
-	// transaction takes no further advisory lock: a grant's token must be
-	// drawn after the locks of its key are held, so that it is above the
-	// token of every conflicting grant committed before.
+	// transaction takes no further key lock: a grant's token must be drawn
+	// after the locks of its key are held, so that it is above the token
+	// of every conflicting grant committed before.
 	token, auditID int64
 }
 
@@ -93,7 +93,6 @@ func (t *tx) batch() *pgx.Batch {
 func (t *tx) prepare(b *pgx.Batch) {
 	if ids, x, wait := t.locks.take(); len(ids) > 0 {
 		b.Queue(t.s.q.takeLocks, ids, x, wait)
-		t.token = 0
 	}
 	for _, c := range t.checks {
 		b.Queue(c.sql, c.args...)
@@ -178,11 +177,15 @@ func (t *tx) lockKey(key string) {
 	if !t.write {
 		return
 	}
+	n := len(t.locks.pending)
 	t.locks.need(lockID(t.s.schema, classKey, key), true)
 	for i := len(key) - 1; i > 0; i-- {
 		if key[i] == '/' {
 			t.locks.need(lockID(t.s.schema, classKey, key[:i]), false)
 		}
+	}
+	if len(t.locks.pending) > n {
+		t.token = 0 // drawn before this key's locks: not good for its grant
 	}
 }
 
@@ -667,7 +670,7 @@ func (t *tx) Audit(q store.AuditQuery) ([]store.AuditEntry, error) {
 }
 
 func (t *tx) NextToken() (uint64, error) {
-	if t.token == 0 || len(t.locks.pending) > 0 {
+	if t.token == 0 {
 		if err := t.exchange(t.drawToken); err != nil {
 			return 0, err
 		}

@@ -196,14 +196,22 @@ func (s *Store) begin(ctx context.Context, write bool, learned map[int64]bool) (
 		for id, x := range learned {
 			t.locks.need(id, x)
 		}
-		t.prepare(&b)
+		// Most write transactions append to the audit log.
+		t.drawAuditID(&b)
 	} else {
 		b.Queue(`BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY`)
 	}
-	if write {
-		// Most write transactions append to the audit log.
-		t.drawAuditID(&b)
-	}
+	// Most deployments map no aggregates; knowing that saves each lock
+	// operation its aggregate lookup. Under the shared aggregates lock in a
+	// write transaction, so it stays true until commit.
+	t.lockAggregates(false)
+	t.prepare(&b)
+	b.Queue(s.q.anyAggregates).QueryRow(func(row pgx.Row) error {
+		var any bool
+		err := row.Scan(&any)
+		t.noAggregates = !any
+		return err
+	})
 	if s.now != nil {
 		t.now = s.now().UTC()
 	} else {

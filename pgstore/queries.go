@@ -19,8 +19,8 @@ type queries struct {
 	sessionsByID, idleSessions, endedSessions string
 	putSession, deleteSession                 string
 
-	aggregates, aggregatesOf, allAggregates string
-	putAggregate, deleteAggregate           string
+	aggregates, aggregatesOf, allAggregates, anyAggregates string
+	putAggregate, deleteAggregate                          string
 
 	lost, lostBefore, putLost, deleteLost string
 
@@ -78,6 +78,7 @@ func newQueries(schema string) queries {
 		aggregatesOf:    `SELECT member, root FROM ` + s + `.aggregates WHERE member = ANY($1::text[])`,
 		aggregates:      `SELECT member, root FROM ` + s + `.aggregates WHERE root = $1 ORDER BY member`,
 		allAggregates:   `SELECT member, root FROM ` + s + `.aggregates ORDER BY member`,
+		anyAggregates:   `SELECT EXISTS (SELECT FROM ` + s + `.aggregates)`,
 		putAggregate:    `INSERT INTO ` + s + `.aggregates (member, root) VALUES ($1, $2) ON CONFLICT (member) DO UPDATE SET root = EXCLUDED.root`,
 		deleteAggregate: `DELETE FROM ` + s + `.aggregates WHERE member = $1`,
 

@@ -47,7 +47,8 @@ type tx struct {
 	fullTrees    map[string]bool // every row below this key is in rows
 	fullSessions map[string]bool // every row of this session is in rows
 
-	aggs map[string]*string // member → root; nil: known to have none
+	aggs         map[string]*string // member → root; nil: known to have none
+	noAggregates bool               // the table was empty when the transaction began
 
 	// Sequence values drawn ahead, in a round trip made anyway, so that
 	// NextToken and AppendAudit cost none. A token is only good while the
@@ -542,6 +543,9 @@ func (t *tx) Aggregate(member string) (string, bool, error) {
 			return "", false, t.err
 		}
 		return *root, true, t.err
+	}
+	if t.noAggregates {
+		return "", false, t.err
 	}
 	t.lockAggregates(false)
 	names := ancestorsAndSelf(member)

@@ -191,40 +191,36 @@ func (s *Store) begin(ctx context.Context, write bool, learned map[int64]bool) (
 	}
 	t := &tx{s: s, ctx: ctx, conn: conn, write: write}
 	var b pgx.Batch
+	start := s.q.startRead
 	if write {
 		b.Queue(`BEGIN ISOLATION LEVEL READ COMMITTED`)
 		for id, x := range learned {
 			t.locks.need(id, x)
 		}
-		// Most write transactions append to the audit log.
-		t.drawAuditID(&b)
+		start = s.q.startWrite
 	} else {
 		b.Queue(`BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY`)
 	}
 	// Most deployments map no aggregates; knowing that saves each lock
-	// operation its aggregate lookup. Under the shared aggregates lock in a
-	// write transaction, so it stays true until commit.
+	// operation its aggregate lookup. It is read under the shared
+	// aggregates lock in a write transaction, so it stays true until
+	// commit.
 	t.lockAggregates(false)
 	t.prepare(&b)
-	b.Queue(s.q.anyAggregates).QueryRow(func(row pgx.Row) error {
-		var any bool
-		err := row.Scan(&any)
-		t.noAggregates = !any
-		return err
+	// The transaction's start time is the clock of every decision it
+	// takes: one instant, on the clock every server shares. A write
+	// transaction also draws an audit id ahead, since most append one.
+	b.Queue(start).QueryRow(func(row pgx.Row) error {
+		var anyAggregates bool
+		if err := row.Scan(&t.now, &anyAggregates, &t.auditID); err != nil {
+			return err
+		}
+		t.now, t.noAggregates = t.now.UTC(), !anyAggregates
+		if s.now != nil {
+			t.now = s.now().UTC()
+		}
+		return nil
 	})
-	if s.now != nil {
-		t.now = s.now().UTC()
-	} else {
-		// The transaction's start time: one instant for every decision
-		// of this transaction, on the clock every server shares.
-		b.Queue(`SELECT now()`).QueryRow(func(row pgx.Row) error {
-			if err := row.Scan(&t.now); err != nil {
-				return err
-			}
-			t.now = t.now.UTC()
-			return nil
-		})
-	}
 	t.begun = true
 	if err := t.send(&b); err != nil {
 		t.close()

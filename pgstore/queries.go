@@ -19,8 +19,10 @@ type queries struct {
 	sessionsByID, idleSessions, endedSessions string
 	putSession, deleteSession                 string
 
-	aggregates, aggregatesOf, allAggregates, anyAggregates string
-	putAggregate, deleteAggregate                          string
+	startWrite, startRead string
+
+	aggregates, aggregatesOf, allAggregates string
+	putAggregate, deleteAggregate           string
 
 	lost, lostBefore, putLost, deleteLost string
 
@@ -42,6 +44,8 @@ func newQueries(schema string) queries {
 		takeLocks:   `SELECT ` + s + `.take_locks($1::bigint[], $2::boolean[], $3::boolean[], '` + briefWait + `')`,
 		nextToken:   `SELECT nextval('` + s + `.token_seq')`,
 		nextAuditID: `SELECT nextval('` + s + `.audit_id_seq')`,
+		startWrite:  `SELECT now(), EXISTS (SELECT FROM ` + s + `.aggregates), nextval('` + s + `.audit_id_seq')`,
+		startRead:   `SELECT now(), EXISTS (SELECT FROM ` + s + `.aggregates), 0::bigint`,
 
 		lock: `SELECT ` + lockCols + ` FROM ` + s + `.locks WHERE key = $1 AND session = $2`,
 		// The key itself and its ancestors by the exact list, descendants
@@ -75,10 +79,10 @@ func newQueries(schema string) queries {
 			end_reason = EXCLUDED.end_reason, idle_deadline = EXCLUDED.idle_deadline`,
 		deleteSession: `DELETE FROM ` + s + `.sessions WHERE id = $1`,
 
-		aggregatesOf:    `SELECT member, root FROM ` + s + `.aggregates WHERE member = ANY($1::text[])`,
-		aggregates:      `SELECT member, root FROM ` + s + `.aggregates WHERE root = $1 ORDER BY member`,
-		allAggregates:   `SELECT member, root FROM ` + s + `.aggregates ORDER BY member`,
-		anyAggregates:   `SELECT EXISTS (SELECT FROM ` + s + `.aggregates)`,
+		aggregatesOf:  `SELECT member, root FROM ` + s + `.aggregates WHERE member = ANY($1::text[])`,
+		aggregates:    `SELECT member, root FROM ` + s + `.aggregates WHERE root = $1 ORDER BY member`,
+		allAggregates: `SELECT member, root FROM ` + s + `.aggregates ORDER BY member`,
+
 		putAggregate:    `INSERT INTO ` + s + `.aggregates (member, root) VALUES ($1, $2) ON CONFLICT (member) DO UPDATE SET root = EXCLUDED.root`,
 		deleteAggregate: `DELETE FROM ` + s + `.aggregates WHERE member = $1`,
 

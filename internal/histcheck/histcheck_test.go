@@ -63,12 +63,14 @@ func runAndCheck(t *testing.T, svc holdfast.Service, w histcheck.Workload) error
 	}
 	h := rec.History()
 	counts := map[histcheck.Outcome]int{}
+	losses := 0
 	for _, op := range h {
 		counts[op.Output.Outcome]++
+		losses += len(op.Output.Losses)
 	}
-	t.Logf("%d operations: %v", len(h), counts)
-	if counts[histcheck.Locked] == 0 || counts[histcheck.OK] == 0 {
-		t.Fatalf("the workload made no contention (%v): it proves nothing", counts)
+	t.Logf("%d operations: %v; heartbeats reported %d lost locks", len(h), counts, losses)
+	if counts[histcheck.Locked] == 0 || counts[histcheck.OK] == 0 || losses == 0 {
+		t.Fatalf("the workload made no contention or no losses (%v, %d): it proves nothing", counts, losses)
 	}
 	return histcheck.Check(h, histcheck.CheckConfig{VisualizeDir: histcheck.VisualizeDir()})
 }
@@ -198,6 +200,31 @@ func expiring(at int64) []histcheck.Op {
 	}
 }
 
+func heartbeat(session string) histcheck.Input {
+	return histcheck.Input{Kind: histcheck.Heartbeat, Family: "f", Session: session}
+}
+
+// forced is a grant, its force release and two heartbeats of its holder.
+func forced(first, second histcheck.Output) []histcheck.Op {
+	return []histcheck.Op{
+		op(0, 0, 1, acq("a", "k"), granted("a", "k", 1)),
+		op(1, 2, 3, histcheck.Input{Kind: histcheck.ForceRelease, Family: "f", Keys: []string{"k"}},
+			histcheck.Output{Outcome: histcheck.OK, Grants: []histcheck.Grant{{Key: "k", Session: "a", Token: 1}}}),
+		op(0, 4, 5, heartbeat("a"), first),
+		op(0, 6, 7, heartbeat("a"), second),
+	}
+}
+
+// ended is a grant, the end of its session and a heartbeat of it.
+func ended(last histcheck.Output) []histcheck.Op {
+	return []histcheck.Op{
+		op(0, 0, 1, acq("a", "k"), granted("a", "k", 1)),
+		op(0, 2, 3, histcheck.Input{Kind: histcheck.EndSession, Family: "f", Session: "a"},
+			histcheck.Output{Outcome: histcheck.OK, Grants: []histcheck.Grant{{Key: "k", Session: "a", Token: 1}}}),
+		op(0, 4, 5, heartbeat("a"), last),
+	}
+}
+
 // TestModel checks the model on small hand-written histories, legal and
 // not.
 func TestModel(t *testing.T) {
@@ -302,6 +329,15 @@ func TestModel(t *testing.T) {
 			op(0, 0, 1, tick(5000), histcheck.Output{Outcome: histcheck.OK}),
 			op(0, 2, 3, tick(4000), histcheck.Output{Outcome: histcheck.OK}),
 		}},
+		{"a heartbeat reports a force release once", true, forced(
+			histcheck.Output{Outcome: histcheck.OK, Losses: []histcheck.Loss{{Key: "k", Token: 1, Reason: "force_released"}}},
+			histcheck.Output{Outcome: histcheck.OK})},
+		{"a heartbeat hides a force release", false, forced(histcheck.Output{Outcome: histcheck.OK}, histcheck.Output{Outcome: histcheck.OK})},
+		{"a heartbeat reports a force release twice", false, forced(
+			histcheck.Output{Outcome: histcheck.OK, Losses: []histcheck.Loss{{Key: "k", Token: 1, Reason: "force_released"}}},
+			histcheck.Output{Outcome: histcheck.OK, Losses: []histcheck.Loss{{Key: "k", Token: 1, Reason: "force_released"}}})},
+		{"a heartbeat after the session ended", true, ended(histcheck.Output{Outcome: histcheck.Lost})},
+		{"a heartbeat keeps an ended session alive", false, ended(histcheck.Output{Outcome: histcheck.OK})},
 		{"an answer no server gives", false, []histcheck.Op{
 			op(0, 0, 10, acq("a", "k"), histcheck.Output{Outcome: histcheck.Failed, Err: "500"}),
 		}},

@@ -17,6 +17,7 @@ import (
 	"errors"
 	"math"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -34,6 +35,7 @@ const (
 	Holders      Kind = "holders" // GET /v1/locks?key=K
 	ForceRelease Kind = "force-release"
 	EndSession   Kind = "end-session"
+	Heartbeat    Kind = "heartbeat"
 	// Tick records that the test moved the store's clock to Now.
 	Tick Kind = "tick"
 )
@@ -79,6 +81,13 @@ type Grant struct {
 	Expires int64
 }
 
+// Loss is a lock a heartbeat reports lost, and why.
+type Loss struct {
+	Key    string
+	Token  uint64
+	Reason string
+}
+
 // Output is one answer.
 type Output struct {
 	Outcome Outcome
@@ -87,6 +96,8 @@ type Output struct {
 	// grant.
 	Grants  []Grant
 	NotHeld []string // Release
+	Held    int      // Heartbeat: the session's live locks
+	Losses  []Loss   // Heartbeat, sorted by key then token
 	Err     string   // Failed and Unknown
 }
 
@@ -229,6 +240,17 @@ func (r *Recorder) run(ctx context.Context, svc holdfast.Service, in Input) Outp
 			return outcome(err)
 		}
 		return Output{Outcome: OK, Grants: grants(res.Released)}
+	case Heartbeat:
+		res, err := svc.Heartbeat(ctx, holdfast.HeartbeatRequest{Session: in.Session})
+		if err != nil {
+			return outcome(err)
+		}
+		out := Output{Outcome: OK, Held: res.Session.Locks}
+		for _, l := range res.Lost {
+			out.Losses = append(out.Losses, Loss{Key: l.Lock.Key, Token: l.Lock.Token, Reason: string(l.Reason)})
+		}
+		slices.SortFunc(out.Losses, compareLosses)
+		return out
 	}
 	return Output{Outcome: Failed, Err: "unknown operation " + string(in.Kind)}
 }
@@ -286,6 +308,18 @@ func compareGrants(a, b Grant) int {
 		return 1
 	}
 	return 0
+}
+
+func compareLosses(a, b Loss) int {
+	switch {
+	case a.Key != b.Key:
+		return strings.Compare(a.Key, b.Key)
+	case a.Token < b.Token:
+		return -1
+	case a.Token > b.Token:
+		return 1
+	}
+	return strings.Compare(a.Reason, b.Reason)
 }
 
 func sorted(s []string) []string {

@@ -20,6 +20,68 @@ type state struct {
 	locks    []Grant
 	maxToken uint64
 	now      int64
+	// sessions are the sessions seen, sorted by id.
+	sessions []session
+}
+
+// session is what heartbeats reveal of a session: whether it has ended,
+// and the losses its next heartbeat must report.
+type session struct {
+	id      string
+	ended   bool
+	pending []Loss
+}
+
+func (st state) session(id string) (session, bool) {
+	i, ok := slices.BinarySearchFunc(st.sessions, id, func(s session, id string) int { return strings.Compare(s.id, id) })
+	if !ok {
+		return session{id: id}, false
+	}
+	return st.sessions[i], true
+}
+
+// withSession returns st with s replacing (or adding) its session.
+func (st state) withSession(s session) state {
+	i, ok := slices.BinarySearchFunc(st.sessions, s.id, func(s session, id string) int { return strings.Compare(s.id, id) })
+	st.sessions = slices.Clone(st.sessions)
+	if ok {
+		st.sessions[i] = s
+	} else {
+		st.sessions = slices.Insert(st.sessions, i, s)
+	}
+	return st
+}
+
+// lose queues a loss for the next heartbeat of each lock's session.
+func (st state) lose(locks []Grant, reason string) state {
+	for _, g := range locks {
+		s, _ := st.session(g.Session)
+		s.pending = append(slices.Clone(s.pending), Loss{Key: g.Key, Token: g.Token, Reason: reason})
+		slices.SortFunc(s.pending, compareLosses)
+		st = st.withSession(s)
+	}
+	return st
+}
+
+// live marks a session live (started or started again).
+func (st state) live(id string) state {
+	s, ok := st.session(id)
+	if ok && !s.ended {
+		return st
+	}
+	s.ended = false
+	return st.withSession(s)
+}
+
+// heldBy counts a session's locks.
+func (st state) heldBy(id string) int {
+	n := 0
+	for _, g := range st.locks {
+		if g.Session == id {
+			n++
+		}
+	}
+	return n
 }
 
 // expiry is when a lock asked for with ttl at st.now ends, or 0 when the
@@ -42,7 +104,8 @@ func (s state) find(key, session string) (int, bool) {
 
 func (s state) with(locks []Grant, maxToken uint64) state {
 	slices.SortFunc(locks, compareGrants)
-	return state{locks: locks, maxToken: max(s.maxToken, maxToken), now: s.now}
+	s.locks, s.maxToken = locks, max(s.maxToken, maxToken)
+	return s
 }
 
 // related reports whether locks on a and b conflict-check: equal keys, or
@@ -75,7 +138,10 @@ var model = porcupine.NondeterministicModel{
 	},
 	Equal: func(a, b any) bool {
 		x, y := a.(state), b.(state)
-		return x.maxToken == y.maxToken && x.now == y.now && slices.Equal(x.locks, y.locks)
+		return x.maxToken == y.maxToken && x.now == y.now && slices.Equal(x.locks, y.locks) &&
+			slices.EqualFunc(x.sessions, y.sessions, func(a, b session) bool {
+				return a.id == b.id && a.ended == b.ended && slices.Equal(a.pending, b.pending)
+			})
 	},
 	Hash: func(st any) uint64 {
 		h := fnv.New64a()
@@ -97,7 +163,13 @@ func step(st state, in Input, out Output) []any {
 		if in.Now < st.now {
 			return nil
 		}
-		next := remove(st, func(g Grant) bool { return g.Expires <= in.Now })
+		var expired []Grant
+		for _, g := range st.locks {
+			if g.Expires <= in.Now {
+				expired = append(expired, g)
+			}
+		}
+		next := remove(st, func(g Grant) bool { return g.Expires <= in.Now }).lose(expired, "expired")
 		next.now = in.Now
 		return []any{next}
 	}
@@ -130,9 +202,14 @@ func apply(st state, in Input) (state, bool) {
 	case Release:
 		return release(st, in.Session, in.Keys, in.Token)
 	case ForceRelease:
-		return remove(st, func(g Grant) bool { return slices.Contains(in.Keys, g.Key) }), true
+		return forceRelease(st, in.Keys), true
 	case EndSession:
-		return remove(st, func(g Grant) bool { return g.Session == in.Session }), true
+		return endSession(st, in.Session), true
+	case Heartbeat:
+		if s, _ := st.session(in.Session); s.ended {
+			return st, false
+		}
+		return st.withSession(session{id: in.Session}), true
 	case Renew:
 		return renew(st, in)
 	}
@@ -150,7 +227,8 @@ func renew(st state, in Input) (state, bool) {
 		}
 		locks[i].Expires = st.expiry(in.TTL)
 	}
-	return state{locks: locks, maxToken: st.maxToken, now: st.now}, true
+	st.locks = locks
+	return st, true
 }
 
 // check returns the state after the operation when out is a possible
@@ -262,7 +340,7 @@ func check(st state, in Input, out Output) (state, bool) {
 			}
 		}
 		next, ok := st.reveal(want, out.Grants)
-		return remove(next, func(g Grant) bool { return slices.Contains(in.Keys, g.Key) }), ok
+		return forceRelease(next, in.Keys), ok
 
 	case EndSession:
 		if out.Outcome != OK {
@@ -275,9 +353,71 @@ func check(st state, in Input, out Output) (state, bool) {
 			}
 		}
 		next, ok := st.reveal(want, out.Grants)
-		return remove(next, func(g Grant) bool { return g.Session == in.Session }), ok
+		return endSession(next, in.Session), ok
+
+	case Heartbeat:
+		s, _ := st.session(in.Session)
+		if s.ended {
+			return st, out.Outcome == Lost
+		}
+		if out.Outcome != OK || out.Held != st.heldBy(in.Session) || !sameLosses(s.pending, out.Losses) {
+			return st, false
+		}
+		return st.withSession(session{id: in.Session}), true
 	}
 	return st, false
+}
+
+// forceRelease ends every lock on keys; their holders learn it at their
+// next heartbeat.
+func forceRelease(st state, keys []string) state {
+	var gone []Grant
+	for _, g := range st.locks {
+		if slices.Contains(keys, g.Key) {
+			gone = append(gone, g)
+		}
+	}
+	return remove(st, func(g Grant) bool { return slices.Contains(keys, g.Key) }).lose(gone, "force_released")
+}
+
+// endSession releases the session's locks and ends it if it is live.
+func endSession(st state, id string) state {
+	st = remove(st, func(g Grant) bool { return g.Session == id })
+	if s, ok := st.session(id); ok && !s.ended {
+		s.ended = true
+		st = st.withSession(s)
+	}
+	return st
+}
+
+// sameLosses reports whether a heartbeat's losses are the pending ones;
+// a pending loss whose token the model never learned matches any token.
+func sameLosses(pending, seen []Loss) bool {
+	if len(pending) != len(seen) {
+		return false
+	}
+	used := make([]bool, len(pending))
+	match := func(s Loss, exact bool) bool {
+		for i, p := range pending {
+			if !used[i] && p.Key == s.Key && p.Reason == s.Reason && (p.Token == s.Token || !exact && p.Token == 0) {
+				used[i] = true
+				return true
+			}
+		}
+		return false
+	}
+	var loose []Loss
+	for _, s := range seen {
+		if !match(s, true) {
+			loose = append(loose, s)
+		}
+	}
+	for _, s := range loose {
+		if !match(s, false) {
+			return false
+		}
+	}
+	return true
 }
 
 // blocking returns the other sessions' locks that conflict with the
@@ -358,7 +498,7 @@ func grant(st state, in Input, blockers []Grant, seen []Grant) (next state, want
 	if seen != nil && !tokensUnique(locks) {
 		return st, nil, false
 	}
-	return st.with(locks, maxToken), want, true
+	return st.with(locks, maxToken).lose(blockers, "taken_over").live(in.Session), want, true
 }
 
 // release removes the session's locks on keys; with token set (one key),
@@ -373,7 +513,8 @@ func release(st state, session string, keys []string, token uint64) (state, bool
 }
 
 func remove(st state, drop func(Grant) bool) state {
-	return state{locks: slices.DeleteFunc(slices.Clone(st.locks), drop), maxToken: st.maxToken, now: st.now}
+	st.locks = slices.DeleteFunc(slices.Clone(st.locks), drop)
+	return st
 }
 
 // reveal checks that the answer lists exactly the grants want (the
@@ -412,7 +553,8 @@ func (st state) reveal(want, seen []Grant) (state, bool) {
 	if !tokensUnique(locks) {
 		return st, false
 	}
-	return state{locks: locks, maxToken: maxToken, now: st.now}, true
+	st.locks, st.maxToken = locks, maxToken
+	return st, true
 }
 
 // tokensUnique reports whether no two grants share a known token.
@@ -455,6 +597,14 @@ func describeGrants(gs []Grant) string {
 
 func describeState(st state) string {
 	d := describeGrants(st.locks) + " max#" + strconv.FormatUint(st.maxToken, 10)
+	for _, s := range st.sessions {
+		if s.ended {
+			d += " " + s.id + ":ended"
+		}
+		for _, l := range s.pending {
+			d += fmt.Sprintf(" %s:lost(%s#%d %s)", s.id, l.Key, l.Token, l.Reason)
+		}
+	}
 	if st.now != 0 {
 		d += " at " + time.UnixMilli(st.now).UTC().Format("15:04:05.000")
 	}
@@ -480,6 +630,9 @@ func describeOp(in Input, out Output) string {
 		fmt.Fprintf(&b, "to %s", time.UnixMilli(in.Now).UTC().Format("15:04:05.000"))
 	}
 	fmt.Fprintf(&b, " → %s %s", out.Outcome, describeGrants(out.Grants))
+	if in.Kind == Heartbeat && out.Outcome == OK {
+		fmt.Fprintf(&b, " holds %d, lost %v", out.Held, out.Losses)
+	}
 	if len(out.NotHeld) > 0 {
 		fmt.Fprintf(&b, " not held %v", out.NotHeld)
 	}

@@ -151,9 +151,12 @@ func (w Workload) next(rng *rand.Rand, tokens *sync.Map) Input {
 		in.Kind = Verify
 		in.Keys = in.Keys[:1]
 		in.Token = knownToken()
-	case r < 92:
+	case r < 86:
 		in.Kind = Holders
 		in.Session, in.User, in.Keys = "", "", in.Keys[:1]
+	case r < 92:
+		in.Kind = Heartbeat
+		in.Keys = nil
 	case r < 96:
 		in.Kind = ForceRelease
 		in.Session, in.User = "", ""

@@ -7,7 +7,7 @@ import (
 
 // sweepBatch bounds the work of one sweep transaction, so that a mass
 // expiry never holds the store for long.
-const sweepBatch = 500
+const sweepBatch = 100
 
 func (m *Manager) sweepLoop() {
 	defer m.swept.Done()

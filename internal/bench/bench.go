@@ -147,7 +147,12 @@ func Run(ctx context.Context, cfg Config) error {
 	for _, w := range cfg.Workloads {
 		got, err := r.workload(ctx, w)
 		if err != nil {
-			return fmt.Errorf("%s: %w", w, err)
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			r.logf("%s failed: %v", w, err)
+			r.failed++
+			got = append(got, row{workload: w, system: r.holdfast, note: "failed: " + oneLine(err.Error())})
 		}
 		rows = append(rows, got...)
 	}

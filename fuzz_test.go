@@ -62,7 +62,8 @@ var fuzzKeys = []string{"f", "f/a", "f/a/x", "f/b"}
 
 var fuzzSessions = []struct{ id, user string }{{"s0", "ann"}, {"s1", "ann"}, {"s2", ""}}
 
-// decodeOps turns fuzz bytes into lock operations, three bytes each.
+// decodeOps turns fuzz bytes into lock operations, three bytes each: the
+// kind, the session and first key, and the second key and flags.
 func decodeOps(data []byte) []histcheck.Input {
 	var ops []histcheck.Input
 	for len(data) >= 3 {
@@ -76,7 +77,7 @@ func decodeOps(data []byte) []histcheck.Input {
 				in.Keys = in.Keys[:1]
 			}
 		}
-		switch kind % 8 {
+		switch kind % 9 {
 		case 0, 1:
 			in.Kind, in.Shared, in.Takeover = histcheck.Acquire, b&2 == 2, b&4 == 4
 		case 2:
@@ -94,6 +95,8 @@ func decodeOps(data []byte) []histcheck.Input {
 			in.Kind, in.Session, in.User = histcheck.ForceRelease, "", ""
 		case 7:
 			in.Kind, in.Keys = histcheck.EndSession, nil
+		case 8:
+			in.Kind, in.Keys = histcheck.Heartbeat, nil
 		}
 		ops = append(ops, in)
 	}
@@ -122,6 +125,7 @@ func FuzzOperations(f *testing.F) {
 	f.Add([]byte{0, 0x01, 2, 0, 0x00, 0, 2, 0x01, 0x10})            // shared, then upgrade, release by token
 	f.Add([]byte{0, 0x02, 0, 0, 0x11, 4, 4, 0x02, 0x10, 7, 0x0, 0}) // takeover by the same user, verify, end
 	f.Add([]byte{0, 0x22, 0, 6, 0x02, 1, 0, 0x21, 3, 5, 0x00, 0})   // force release, then a new holder
+	f.Add([]byte{0, 0x00, 0, 6, 0x00, 0, 8, 0x00, 0, 8, 0x00, 0})   // force release told once by heartbeats
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		ops := decodeOps(data)

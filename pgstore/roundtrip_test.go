@@ -3,6 +3,7 @@ package pgstore_test
 import (
 	"context"
 	"os"
+	"strings"
 	"sync/atomic"
 	"testing"
 
@@ -13,8 +14,11 @@ import (
 )
 
 // roundTrips counts what a pool sends: each batch and each lone query is
-// one round trip.
-type roundTrips struct{ n atomic.Int64 }
+// one round trip. It notes whether any statement relaxed durability.
+type roundTrips struct {
+	n       atomic.Int64
+	relaxed atomic.Bool
+}
 
 func (r *roundTrips) TraceQueryStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceQueryStartData) context.Context {
 	r.n.Add(1)
@@ -25,11 +29,16 @@ func (r *roundTrips) TraceBatchStart(ctx context.Context, _ *pgx.Conn, _ pgx.Tra
 	r.n.Add(1)
 	return ctx
 }
-func (r *roundTrips) TraceBatchQuery(context.Context, *pgx.Conn, pgx.TraceBatchQueryData) {}
-func (r *roundTrips) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData)     {}
+func (r *roundTrips) TraceBatchQuery(_ context.Context, _ *pgx.Conn, d pgx.TraceBatchQueryData) {
+	if strings.Contains(d.SQL, "synchronous_commit") {
+		r.relaxed.Store(true)
+	}
+}
+func (r *roundTrips) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData) {}
 
 // The lock paths stay a few round trips each: a change that adds one
-// shows up here.
+// shows up here. Only a heartbeat, which changes nothing but the session's
+// activity, commits without waiting for the disk.
 func TestRoundTrips(t *testing.T) {
 	t.Parallel()
 	schema := newSchema(t, testPool(t))
@@ -72,14 +81,16 @@ func TestRoundTrips(t *testing.T) {
 		}
 	}
 	for _, c := range []struct {
-		name string
-		op   func() error
-		max  int64
+		name    string
+		op      func() error
+		max     int64
+		relaxed bool // commits without waiting for the disk
 	}{
-		{"acquire", acquire, 4},
-		{"heartbeat", heartbeat, 6},
-		{"release", release, 4},
+		{"acquire", acquire, 4, false},
+		{"heartbeat", heartbeat, 6, true},
+		{"release", release, 4, false},
 	} {
+		counter.relaxed.Store(false)
 		before := counter.n.Load()
 		if err := c.op(); err != nil {
 			t.Fatalf("%s: %v", c.name, err)
@@ -88,6 +99,9 @@ func TestRoundTrips(t *testing.T) {
 		t.Logf("%s: %d round trips", c.name, n)
 		if n > c.max {
 			t.Errorf("%s took %d round trips, want at most %d", c.name, n, c.max)
+		}
+		if got := counter.relaxed.Load(); got != c.relaxed {
+			t.Errorf("%s committed with synchronous_commit off: %v, want %v (only a heartbeat that changes nothing but activity may)", c.name, got, c.relaxed)
 		}
 	}
 }

@@ -34,6 +34,11 @@ type tx struct {
 	// again.
 	seen   map[string]string
 	checks []queued
+
+	// touched is set by TouchSession, durable by every other write. A
+	// transaction that only touched sessions commits without waiting for
+	// its WAL to reach disk (see TouchSession).
+	touched, durable bool
 	// err is the first failure. The transaction is lost then, so every
 	// later call returns it, and Update never commits after it even if fn
 	// ignored it.
@@ -65,7 +70,10 @@ type queued struct {
 	args []any
 }
 
-var _ store.Tx = (*tx)(nil)
+var (
+	_ store.Tx      = (*tx)(nil)
+	_ store.Toucher = (*tx)(nil)
+)
 
 // run calls fn, turning a panic into a rolled-back transaction.
 func (t *tx) run(fn func() error) (err error) {
@@ -135,6 +143,9 @@ func (t *tx) commit() error {
 		return t.err
 	}
 	b := t.batch()
+	if t.touched && !t.durable {
+		b.Queue(`SET LOCAL synchronous_commit TO off`)
+	}
 	committed := false
 	b.Queue(`COMMIT`).Exec(func(ct pgconn.CommandTag) error {
 		committed = ct.String() == "COMMIT"
@@ -168,8 +179,10 @@ func (t *tx) close() {
 	t.conn = nil
 }
 
+// enqueue queues a write that must be durable before Update returns.
 func (t *tx) enqueue(sql string, args ...any) {
 	t.queued = append(t.queued, queued{sql, args})
+	t.durable = true
 }
 
 // lockKey asks for the advisory locks of a transaction that reads or
@@ -707,6 +720,19 @@ func (t *tx) DeleteLock(key, session string) error {
 	return t.err
 }
 
+// TouchSession writes s like PutSession, but if the transaction writes
+// nothing else it commits with synchronous_commit off: a crash of the
+// database may then lose the last fraction of a second of heartbeats
+// (making sessions look idle a little early after it, never holding a lock
+// longer), and heartbeats, the bulk of the traffic, wait for no disk flush.
+// Other transactions see the touch at once, as any commit.
+func (t *tx) TouchSession(s store.Session) error {
+	durable := t.durable
+	err := t.PutSession(s)
+	t.durable, t.touched = durable, true
+	return err
+}
+
 func (t *tx) PutSession(s store.Session) error {
 	t.lockSession(s.ID)
 	var ended, deadline *time.Time
@@ -777,6 +803,7 @@ func (t *tx) drawAuditID(b *pgx.Batch) {
 }
 
 func (t *tx) PruneAudit(before time.Time, limit int) (int, error) {
+	t.durable = true
 	var n int64
 	err := t.exchange(func(b *pgx.Batch) {
 		b.Queue(t.s.q.pruneAudit, before, limitOf(limit)).Exec(func(ct pgconn.CommandTag) error {

@@ -225,6 +225,26 @@ func ended(last histcheck.Output) []histcheck.Op {
 	}
 }
 
+// idling is a grant at 1000 ms to a session with a two-second idle
+// timeout, maybe a heartbeat of it at 2500, the clock at 3000, and another
+// session's grant of the same key.
+func idling(active bool) []histcheck.Op {
+	ok := histcheck.Output{Outcome: histcheck.OK}
+	in := acq("a", "k")
+	in.TTL, in.IdleTimeout = time.Hour, 2*time.Second
+	first := granted("a", "k", 1)
+	first.Grants[0].Expires = 1000 + time.Hour.Milliseconds()
+	in2 := acq("b", "k")
+	in2.TTL = time.Hour
+	second := granted("b", "k", 2)
+	second.Grants[0].Expires = 3000 + time.Hour.Milliseconds()
+	h := []histcheck.Op{op(9, 0, 1, tick(1000), ok), op(0, 2, 3, in, first)}
+	if active {
+		h = append(h, op(9, 4, 5, tick(2500), ok), op(0, 6, 7, heartbeat("a"), histcheck.Output{Outcome: histcheck.OK, Held: 1}))
+	}
+	return append(h, op(9, 8, 9, tick(3000), ok), op(1, 10, 11, in2, second))
+}
+
 // TestModel checks the model on small hand-written histories, legal and
 // not.
 func TestModel(t *testing.T) {
@@ -338,6 +358,8 @@ func TestModel(t *testing.T) {
 			histcheck.Output{Outcome: histcheck.OK, Losses: []histcheck.Loss{{Key: "k", Token: 1, Reason: "force_released"}}})},
 		{"a heartbeat after the session ended", true, ended(histcheck.Output{Outcome: histcheck.Lost})},
 		{"a heartbeat keeps an ended session alive", false, ended(histcheck.Output{Outcome: histcheck.OK})},
+		{"an idle session's locks are free", true, idling(false)},
+		{"activity keeps an idle session alive", false, idling(true)},
 		{"an answer no server gives", false, []histcheck.Op{
 			op(0, 0, 10, acq("a", "k"), histcheck.Output{Outcome: histcheck.Failed, Err: "500"}),
 		}},

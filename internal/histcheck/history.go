@@ -55,7 +55,9 @@ type Input struct {
 	// TTL is the lifetime asked for by Acquire and Renew; the recorder
 	// fills in its default.
 	TTL time.Duration
-	Now int64 // Tick: the store's new time, Unix milliseconds
+	// IdleTimeout is asked for by Acquire and Heartbeat; zero means none.
+	IdleTimeout time.Duration
+	Now         int64 // Tick: the store's new time, Unix milliseconds
 }
 
 // Outcome classifies an answer.
@@ -197,7 +199,7 @@ func (r *Recorder) run(ctx context.Context, svc holdfast.Service, in Input) Outp
 			mode = holdfast.Shared
 		}
 		res, err := svc.Acquire(ctx, holdfast.AcquireRequest{
-			Keys: in.Keys, Mode: mode, Takeover: in.Takeover, TTL: holdfast.Duration(in.TTL),
+			Keys: in.Keys, Mode: mode, Takeover: in.Takeover, TTL: holdfast.Duration(in.TTL), IdleTimeout: holdfast.Duration(in.IdleTimeout),
 			Owner: holdfast.Owner{Session: in.Session, User: in.User},
 		})
 		if err != nil {
@@ -241,7 +243,7 @@ func (r *Recorder) run(ctx context.Context, svc holdfast.Service, in Input) Outp
 		}
 		return Output{Outcome: OK, Grants: grants(res.Released)}
 	case Heartbeat:
-		res, err := svc.Heartbeat(ctx, holdfast.HeartbeatRequest{Session: in.Session})
+		res, err := svc.Heartbeat(ctx, holdfast.HeartbeatRequest{Session: in.Session, IdleTimeout: holdfast.Duration(in.IdleTimeout)})
 		if err != nil {
 			return outcome(err)
 		}

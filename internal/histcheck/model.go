@@ -24,12 +24,21 @@ type state struct {
 	sessions []session
 }
 
-// session is what heartbeats reveal of a session: whether it has ended,
-// and the losses its next heartbeat must report.
+// session is what the model knows of a session: whether it has ended,
+// the losses its next heartbeat must report, and (while the clock is
+// modelled) its idle timeout and last activity, in milliseconds.
 type session struct {
-	id      string
-	ended   bool
-	pending []Loss
+	id       string
+	ended    bool
+	pending  []Loss
+	idle     int64
+	lastSeen int64
+	// unsure is set when the session ended by its idle timeout: the
+	// store decides lazily, at a moment the model does not see, whether
+	// locks that expired around then count as expired (reported by the
+	// next heartbeat) or as lost with the session (not reported), so the
+	// next heartbeat's losses are not checked.
+	unsure bool
 }
 
 func (st state) session(id string) (session, bool) {
@@ -63,14 +72,44 @@ func (st state) lose(locks []Grant, reason string) state {
 	return st
 }
 
-// live marks a session live (started or started again).
-func (st state) live(id string) state {
+// started is the session after an acquire or heartbeat that succeeded: live
+// (started again if it had ended, with no idle timeout unless asked for),
+// active now.
+func (st state) started(id string, idle time.Duration) state {
 	s, ok := st.session(id)
-	if ok && !s.ended {
+	if !ok || s.ended {
+		s.ended, s.idle = false, 0
+	}
+	if idle > 0 {
+		s.idle = idle.Milliseconds()
+	}
+	s.lastSeen = st.now
+	return st.withSession(s)
+}
+
+// touch records activity of a live session: every request naming it counts,
+// refused or not.
+func (st state) touch(id string) state {
+	s, ok := st.session(id)
+	if !ok || s.ended || st.now == 0 || s.lastSeen == st.now {
 		return st
 	}
-	s.ended = false
+	s.lastSeen = st.now
 	return st.withSession(s)
+}
+
+// idleEnd ends every live session whose idle deadline is at or before now,
+// with all its locks; the store does not report those losses.
+func (st state) idleEnd(now int64) state {
+	for _, s := range st.sessions {
+		if s.ended || s.idle == 0 || s.lastSeen+s.idle > now {
+			continue
+		}
+		st = remove(st, func(g Grant) bool { return g.Session == s.id })
+		s.ended, s.unsure = true, true
+		st = st.withSession(s)
+	}
+	return st
 }
 
 // heldBy counts a session's locks.
@@ -140,7 +179,8 @@ var model = porcupine.NondeterministicModel{
 		x, y := a.(state), b.(state)
 		return x.maxToken == y.maxToken && x.now == y.now && slices.Equal(x.locks, y.locks) &&
 			slices.EqualFunc(x.sessions, y.sessions, func(a, b session) bool {
-				return a.id == b.id && a.ended == b.ended && slices.Equal(a.pending, b.pending)
+				return a.id == b.id && a.ended == b.ended && slices.Equal(a.pending, b.pending) &&
+					a.idle == b.idle && a.lastSeen == b.lastSeen && a.unsure == b.unsure
 			})
 	},
 	Hash: func(st any) uint64 {
@@ -169,23 +209,34 @@ func step(st state, in Input, out Output) []any {
 				expired = append(expired, g)
 			}
 		}
-		next := remove(st, func(g Grant) bool { return g.Expires <= in.Now }).lose(expired, "expired")
+		next := remove(st, func(g Grant) bool { return g.Expires <= in.Now }).lose(expired, "expired").idleEnd(in.Now)
 		next.now = in.Now
 		return []any{next}
 	}
+	// Every request naming a session is activity of it, whatever the
+	// answer; acquire, heartbeat and end record theirs themselves.
+	touches := in.Kind == Release || in.Kind == Renew || in.Kind == Verify
 	if out.Outcome == Unknown {
 		// It either did not happen, or happened with an answer we did not
-		// see. Reads change nothing either way.
+		// see.
 		next := []any{st}
-		if after, ok := apply(st, in); ok {
+		after, ok := apply(st, in)
+		if touches {
+			after, ok = after.touch(in.Session), true
+		}
+		if ok {
 			next = append(next, after)
 		}
 		return next
 	}
-	if next, ok := check(st, in, out); ok {
-		return []any{next}
+	next, ok := check(st, in, out)
+	if !ok {
+		return nil
 	}
-	return nil
+	if touches {
+		next = next.touch(in.Session)
+	}
+	return []any{next}
 }
 
 // apply is the effect of a successful operation whose answer is unknown;
@@ -195,7 +246,7 @@ func apply(st state, in Input) (state, bool) {
 	case Acquire:
 		blockers := blocking(st, in)
 		if len(blockers) > 0 && !takesOver(in, blockers) {
-			return st, false
+			return st.touch(in.Session), true
 		}
 		next, _, ok := grant(st, in, blockers, nil)
 		return next, ok
@@ -206,10 +257,12 @@ func apply(st state, in Input) (state, bool) {
 	case EndSession:
 		return endSession(st, in.Session), true
 	case Heartbeat:
-		if s, _ := st.session(in.Session); s.ended {
+		s, _ := st.session(in.Session)
+		if s.ended {
 			return st, false
 		}
-		return st.withSession(session{id: in.Session}), true
+		s.pending, s.unsure = nil, false
+		return st.withSession(s).started(in.Session, in.IdleTimeout), true
 	case Renew:
 		return renew(st, in)
 	}
@@ -241,7 +294,8 @@ func check(st state, in Input, out Output) (state, bool) {
 			if out.Outcome != Locked {
 				return st, false
 			}
-			return st.reveal(blockers, out.Grants)
+			next, ok := st.reveal(blockers, out.Grants)
+			return next.touch(in.Session), ok
 		}
 		if out.Outcome != OK {
 			return st, false
@@ -360,10 +414,11 @@ func check(st state, in Input, out Output) (state, bool) {
 		if s.ended {
 			return st, out.Outcome == Lost
 		}
-		if out.Outcome != OK || out.Held != st.heldBy(in.Session) || !sameLosses(s.pending, out.Losses) {
+		if out.Outcome != OK || out.Held != st.heldBy(in.Session) || !s.unsure && !sameLosses(s.pending, out.Losses) {
 			return st, false
 		}
-		return st.withSession(session{id: in.Session}), true
+		s.pending, s.unsure = nil, false
+		return st.withSession(s).started(in.Session, in.IdleTimeout), true
 	}
 	return st, false
 }
@@ -498,7 +553,7 @@ func grant(st state, in Input, blockers []Grant, seen []Grant) (next state, want
 	if seen != nil && !tokensUnique(locks) {
 		return st, nil, false
 	}
-	return st.with(locks, maxToken).lose(blockers, "taken_over").live(in.Session), want, true
+	return st.with(locks, maxToken).lose(blockers, "taken_over").started(in.Session, in.IdleTimeout), want, true
 }
 
 // release removes the session's locks on keys; with token set (one key),
@@ -600,6 +655,12 @@ func describeState(st state) string {
 	for _, s := range st.sessions {
 		if s.ended {
 			d += " " + s.id + ":ended"
+		}
+		if s.idle != 0 {
+			d += fmt.Sprintf(" %s:idle%d@%d", s.id, s.idle, s.lastSeen)
+		}
+		if s.unsure {
+			d += " " + s.id + ":unsure"
 		}
 		for _, l := range s.pending {
 			d += fmt.Sprintf(" %s:lost(%s#%d %s)", s.id, l.Key, l.Token, l.Reason)

@@ -26,8 +26,10 @@ type Workload struct {
 	Ops  int
 	Seed uint64
 	// TTL, when set, is the shortest lifetime acquires and renewals ask
-	// for (they ask for one to three times it); zero leaves it to the
-	// recorder. Histories that tick the clock use it to make locks expire.
+	// for (they ask for one to three times it), and acquires and
+	// heartbeats sometimes ask for an idle timeout as long; zero leaves
+	// lifetimes to the recorder and asks for no idle timeouts. Histories
+	// that tick the clock use it to make locks and sessions expire.
 	TTL time.Duration
 	// OnUnknown is called when a client's operation has an unknown
 	// outcome (the server or its store is gone); the client goes on if
@@ -55,6 +57,15 @@ func (w Workload) Keys(family int) []string {
 	w = w.withDefaults()
 	root := fmt.Sprintf("%s/%d", w.Prefix, family)
 	return []string{root, root + "/a", root + "/a/x", root + "/b"}
+}
+
+// idle is an idle timeout for a third of the requests that may carry one,
+// when lifetimes are short enough for the history to see it pass.
+func (w Workload) idle(rng *rand.Rand) time.Duration {
+	if w.TTL == 0 || rng.IntN(3) > 0 {
+		return 0
+	}
+	return w.TTL * time.Duration(1+rng.IntN(3))
 }
 
 // FamilyNames lists every family's name, for Recorder.Tick.
@@ -139,6 +150,7 @@ func (w Workload) next(rng *rand.Rand, tokens *sync.Map) Input {
 		in.Shared = rng.IntN(3) == 0
 		in.Takeover = rng.IntN(6) == 0
 		in.TTL = w.TTL * time.Duration(1+rng.IntN(3))
+		in.IdleTimeout = w.idle(rng)
 	case r < 60:
 		in.Kind = Release
 		if len(in.Keys) == 1 && rng.IntN(3) == 0 {
@@ -157,6 +169,7 @@ func (w Workload) next(rng *rand.Rand, tokens *sync.Map) Input {
 	case r < 92:
 		in.Kind = Heartbeat
 		in.Keys = nil
+		in.IdleTimeout = w.idle(rng)
 	case r < 96:
 		in.Kind = ForceRelease
 		in.Session, in.User = "", ""

@@ -21,6 +21,9 @@ type Workload struct {
 	Prefix   string
 	Families int // default 4
 	Clients  int // default 8
+	// FirstClient numbers the clients from it, so that workloads run
+	// side by side on one recorder (one per server node) are told apart.
+	FirstClient int
 	// Ops is how many operations each client makes; zero means until the
 	// context ends.
 	Ops  int
@@ -94,7 +97,7 @@ func (w Workload) Run(ctx context.Context, svc holdfast.Service, rec *Recorder) 
 		wg.Go(func() {
 			for i := 0; ctx.Err() == nil && (w.Ops == 0 || i < w.Ops); i++ {
 				in := w.next(rng, &tokens)
-				out := rec.Do(ctx, svc, c, in)
+				out := rec.Do(ctx, svc, w.FirstClient+c, in)
 				if out.Outcome == Unknown && (w.OnUnknown == nil || !w.OnUnknown(ctx)) {
 					return
 				}

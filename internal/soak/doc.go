@@ -6,5 +6,6 @@
 //
 //	HOLDFAST_SOAK=10m go test -run TestSoak -v -timeout 0 ./internal/soak/
 //
-// Without HOLDFAST_SOAK it runs for a few seconds, as in CI.
+// Without HOLDFAST_SOAK it runs three rounds of every session (a few
+// seconds), as in CI.
 package soak

@@ -31,17 +31,19 @@ const (
 	editors = 100
 )
 
-// soakDuration is HOLDFAST_SOAK, or a few seconds for CI.
-func soakDuration(t *testing.T) (d, sample time.Duration) {
+// soakLength is HOLDFAST_SOAK, a duration; without it the soak is three
+// rounds of every worker (a few seconds), as in CI, so that a slow machine
+// does the same work, only slower.
+func soakLength(t *testing.T) (d time.Duration, rounds int, sample time.Duration) {
 	v := os.Getenv("HOLDFAST_SOAK")
 	if v == "" {
-		return 3 * time.Second, time.Second
+		return 0, 3, time.Second
 	}
 	d, err := time.ParseDuration(v)
 	if err != nil || d <= 0 {
 		t.Fatalf("HOLDFAST_SOAK=%q: want a duration such as 10m", v)
 	}
-	return d, max(time.Second, d/20)
+	return d, 0, max(time.Second, d/20)
 }
 
 // sample is the process's state at one moment, after a collection.
@@ -77,7 +79,7 @@ func (c *counts) fail(err error) {
 // store holds its audit log and lost-lock records in memory, see
 // docs/GUARANTEES.md), bounded here loosely so that a leak still fails.
 func TestSoak(t *testing.T) {
-	d, every := soakDuration(t)
+	d, rounds, every := soakLength(t)
 	baseline := runtime.NumGoroutine()
 
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -102,26 +104,34 @@ func TestSoak(t *testing.T) {
 	}
 
 	start := time.Now()
-	ctx, stop := context.WithTimeout(context.Background(), d)
+	ctx, stop := context.Background(), func() {}
+	if d > 0 {
+		ctx, stop = context.WithTimeout(ctx, d)
+	}
 	defer stop()
 	var n counts
 	var wg sync.WaitGroup
 	for w := range workers {
-		wg.Go(func() { work(ctx, c, w, &n) })
+		wg.Go(func() { work(ctx, c, w, rounds, &n) })
 	}
+	done := make(chan struct{})
+	go func() {
+		wg.Wait()
+		close(done)
+	}()
 	samples := []sample{measure(start)}
 	tick := time.NewTicker(every)
-	for done := false; !done; {
+	for finished := false; !finished; {
 		select {
-		case <-ctx.Done():
-			done = true
+		case <-done:
+			finished = true
 		case <-tick.C:
 			samples = append(samples, measure(start))
 		}
 	}
 	tick.Stop()
-	wg.Wait()
 	samples = append(samples, measure(start))
+	elapsed := time.Since(start).Round(time.Millisecond)
 
 	hs.Close()
 	mgr.Close()
@@ -132,7 +142,7 @@ func TestSoak(t *testing.T) {
 		t.Logf("%8s  heap %6.1f MiB  goroutines %d", s.at, float64(s.heap)/(1<<20), s.goroutines)
 	}
 	t.Logf("%d sessions for %s: %d heartbeats, %d grants, %d refusals (423), %d releases, %d errors",
-		sessions, d, n.heartbeats.Load(), n.grants.Load(), n.refusals.Load(), n.releases.Load(), n.errors.Load())
+		sessions, elapsed, n.heartbeats.Load(), n.grants.Load(), n.refusals.Load(), n.releases.Load(), n.errors.Load())
 
 	if n.errors.Load() > 0 {
 		t.Errorf("%d errors other than refusals; the first: %v", n.errors.Load(), n.firstError.Load())
@@ -159,15 +169,16 @@ func TestSoak(t *testing.T) {
 
 // work drives the sessions numbered w, w+workers, …: each round heartbeats
 // all of them in batches, then lets a random few of its editors acquire a
-// key (often taken) or release the one they hold.
-func work(ctx context.Context, c *client.Client, w int, n *counts) {
+// key (often taken) or release the one they hold. It stops after rounds
+// rounds (0: when ctx ends).
+func work(ctx context.Context, c *client.Client, w, rounds int, n *counts) {
 	rng := rand.New(rand.NewPCG(uint64(w), 42))
 	var mine []string
 	for i := w; i < sessions; i += workers {
 		mine = append(mine, fmt.Sprintf("soak-%d", i))
 	}
 	held := map[string]string{} // session → key
-	for ctx.Err() == nil {
+	for round := 0; ctx.Err() == nil && (rounds == 0 || round < rounds); round++ {
 		for i := 0; i < len(mine); i += server.MaxBatchOps {
 			var ops []client.Op
 			for _, s := range mine[i:min(i+server.MaxBatchOps, len(mine))] {

@@ -138,7 +138,7 @@ func TestCoveringKeysSerialiseSiblingsDoNot(t *testing.T) {
 		})
 		second <- seen{got, err}
 	}()
-	waitForLockWait(t, ctx, schema)
+	waitForLockWait(t, ctx, schema, nil)
 	close(finish)
 	if err := <-first; err != nil {
 		t.Fatalf("first update: %v", err)
@@ -153,8 +153,8 @@ func TestCoveringKeysSerialiseSiblingsDoNot(t *testing.T) {
 }
 
 // waitForLockWait waits until some transaction of schema is waiting for
-// an advisory lock.
-func waitForLockWait(t *testing.T, ctx context.Context, schema string) {
+// an advisory lock, or until done is closed.
+func waitForLockWait(t *testing.T, ctx context.Context, schema string, done <-chan struct{}) {
 	t.Helper()
 	pool := testPool(t)
 	for {
@@ -170,7 +170,9 @@ func waitForLockWait(t *testing.T, ctx context.Context, schema string) {
 		}
 		select {
 		case <-ctx.Done():
-			t.Fatal("no transaction ever waited for the covering key's lock")
+			t.Fatalf("no transaction of %s ever waited for an advisory lock", schema)
+		case <-done:
+			return
 		case <-time.After(5 * time.Millisecond):
 		}
 	}

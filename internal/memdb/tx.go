@@ -109,6 +109,7 @@ func (t *tx) changes() []Change {
 		return nil
 	}
 	out := make([]Change, 0, n)
+	strict := t.strictSessions()
 	var seen map[undo]struct{}
 	if len(t.undo) > 8 {
 		seen = make(map[undo]struct{}, len(t.undo))
@@ -124,7 +125,7 @@ func (t *tx) changes() []Change {
 			continue
 		}
 		if c, ok := t.finalState(u); ok {
-			c.Lazy = t.touches > 0 && t.onlyTouched(u)
+			c.Lazy = t.touches > 0 && u.kind == KindSession && !strict[u.a]
 			out = append(out, c)
 		}
 	}
@@ -148,18 +149,22 @@ func (t *tx) touchedBefore(i int) bool {
 	return false
 }
 
-// onlyTouched reports whether every write of u's record in this
-// transaction was a TouchSession.
-func (t *tx) onlyTouched(u undo) bool {
-	if u.kind != KindSession {
-		return false
+// strictSessions returns the sessions that the transaction wrote other
+// than by TouchSession, when it touched any (nil otherwise).
+func (t *tx) strictSessions() map[string]bool {
+	if t.touches == 0 {
+		return nil
 	}
-	for _, v := range t.undo {
-		if v.kind == KindSession && v.a == u.a && !v.lazy {
-			return false
+	var strict map[string]bool
+	for _, u := range t.undo {
+		if u.kind == KindSession && !u.lazy {
+			if strict == nil {
+				strict = make(map[string]bool)
+			}
+			strict[u.a] = true
 		}
 	}
-	return true
+	return strict
 }
 
 // finalState is the change for the record u names; ok is false when the

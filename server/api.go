@@ -13,6 +13,21 @@ import (
 // behaves exactly as its endpoint.
 type opFunc func(ctx context.Context, body []byte) (any, error)
 
+// decodeFunc is a batchable operation in two steps: decoding its body,
+// then running it. /v1/batch decodes every operation before it runs them
+// in one store transaction, so no decoding happens while the store is held.
+type decodeFunc func(body []byte) (runFunc, error)
+
+type runFunc func(ctx context.Context) (any, error)
+
+func decodeThenRun(ctx context.Context, body []byte, decode decodeFunc) (any, error) {
+	run, err := decode(body)
+	if err != nil {
+		return nil, err
+	}
+	return run(ctx)
+}
+
 // queryFunc is one GET operation over the query parameters.
 type queryFunc func(ctx context.Context, q url.Values) (any, error)
 
@@ -24,80 +39,116 @@ type acquireResponse struct {
 }
 
 func (s *Server) acquire(ctx context.Context, body []byte) (any, error) {
+	return decodeThenRun(ctx, body, s.decodeAcquire)
+}
+
+func (s *Server) decodeAcquire(body []byte) (runFunc, error) {
 	var req holdfast.AcquireRequest
 	if err := decodeJSON(body, &req); err != nil {
 		return nil, err
 	}
-	res, err := s.mgr.Acquire(ctx, req)
-	if err != nil {
-		return nil, err
-	}
-	out := acquireResponse{Locks: nonNil(res.Locks)}
-	if res.Holders != nil || (req.Intent == holdfast.IntentRead && len(res.Locks) == 0) {
-		holders := nonNil(res.Holders)
-		out.Holders = &holders
-	}
-	return out, nil
+	return func(ctx context.Context) (any, error) {
+		res, err := s.mgr.Acquire(ctx, req)
+		if err != nil {
+			return nil, err
+		}
+		out := acquireResponse{Locks: nonNil(res.Locks)}
+		if res.Holders != nil || (req.Intent == holdfast.IntentRead && len(res.Locks) == 0) {
+			holders := nonNil(res.Holders)
+			out.Holders = &holders
+		}
+		return out, nil
+	}, nil
 }
 
 func (s *Server) release(ctx context.Context, body []byte) (any, error) {
+	return decodeThenRun(ctx, body, s.decodeRelease)
+}
+
+func (s *Server) decodeRelease(body []byte) (runFunc, error) {
 	var req holdfast.ReleaseRequest
 	if err := decodeJSON(body, &req); err != nil {
 		return nil, err
 	}
-	res, err := s.mgr.Release(ctx, req)
-	if err != nil {
-		return nil, err
-	}
-	res.Released, res.NotHeld = nonNil(res.Released), nonNil(res.NotHeld)
-	return res, nil
+	return func(ctx context.Context) (any, error) {
+		res, err := s.mgr.Release(ctx, req)
+		if err != nil {
+			return nil, err
+		}
+		res.Released, res.NotHeld = nonNil(res.Released), nonNil(res.NotHeld)
+		return res, nil
+	}, nil
 }
 
 func (s *Server) renew(ctx context.Context, body []byte) (any, error) {
+	return decodeThenRun(ctx, body, s.decodeRenew)
+}
+
+func (s *Server) decodeRenew(body []byte) (runFunc, error) {
 	var req holdfast.RenewRequest
 	if err := decodeJSON(body, &req); err != nil {
 		return nil, err
 	}
-	res, err := s.mgr.Renew(ctx, req)
-	if err != nil {
-		return nil, err
-	}
-	res.Locks = nonNil(res.Locks)
-	return res, nil
+	return func(ctx context.Context) (any, error) {
+		res, err := s.mgr.Renew(ctx, req)
+		if err != nil {
+			return nil, err
+		}
+		res.Locks = nonNil(res.Locks)
+		return res, nil
+	}, nil
 }
 
 func (s *Server) verify(ctx context.Context, body []byte) (any, error) {
+	return decodeThenRun(ctx, body, s.decodeVerify)
+}
+
+func (s *Server) decodeVerify(body []byte) (runFunc, error) {
 	var req holdfast.VerifyRequest
 	if err := decodeJSON(body, &req); err != nil {
 		return nil, err
 	}
-	return s.mgr.Verify(ctx, req)
+	return func(ctx context.Context) (any, error) {
+		return s.mgr.Verify(ctx, req)
+	}, nil
 }
 
 func (s *Server) heartbeat(ctx context.Context, body []byte) (any, error) {
+	return decodeThenRun(ctx, body, s.decodeHeartbeat)
+}
+
+func (s *Server) decodeHeartbeat(body []byte) (runFunc, error) {
 	var req holdfast.HeartbeatRequest
 	if err := decodeJSON(body, &req); err != nil {
 		return nil, err
 	}
-	res, err := s.mgr.Heartbeat(ctx, req)
-	if err != nil {
-		return nil, err
-	}
-	res.Lost = nonNil(res.Lost)
-	return res, nil
+	return func(ctx context.Context) (any, error) {
+		res, err := s.mgr.Heartbeat(ctx, req)
+		if err != nil {
+			return nil, err
+		}
+		res.Lost = nonNil(res.Lost)
+		return res, nil
+	}, nil
 }
 
 func (s *Server) endSession(ctx context.Context, body []byte) (any, error) {
+	return decodeThenRun(ctx, body, s.decodeEndSession)
+}
+
+func (s *Server) decodeEndSession(body []byte) (runFunc, error) {
 	var req holdfast.EndSessionRequest
 	if err := decodeJSON(body, &req); err != nil {
 		return nil, err
 	}
-	res, err := s.mgr.EndSession(ctx, req)
-	if err != nil {
-		return nil, err
-	}
-	res.Released = nonNil(res.Released)
-	return res, nil
+	return func(ctx context.Context) (any, error) {
+		res, err := s.mgr.EndSession(ctx, req)
+		if err != nil {
+			return nil, err
+		}
+		res.Released = nonNil(res.Released)
+		return res, nil
+	}, nil
 }
 
 func (s *Server) setAggregate(ctx context.Context, body []byte) (any, error) {

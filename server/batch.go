@@ -46,13 +46,28 @@ func (s *Server) batch(ctx context.Context, body []byte) (any, error) {
 		return nil, invalidf("ops", fmt.Sprintf("ops: want 1 to %d operations, not %d", MaxBatchOps, len(req.Ops)))
 	}
 	res := batchResponse{Results: make([]batchResult, len(req.Ops))}
+	fail := func(i int, err error) {
+		e := toAPIError(err)
+		res.Results[i] = batchResult{Status: e.status, Error: e}
+	}
+	runs := make([]runFunc, len(req.Ops))
+	for i, raw := range req.Ops {
+		run, err := s.decodeOne(i, raw)
+		if err != nil {
+			fail(i, err)
+			continue
+		}
+		runs[i] = run
+	}
 	// One store transaction, so one durable commit, serves the batch.
 	err := s.mgr.Batch(ctx, func(ctx context.Context) {
-		for i, raw := range req.Ops {
-			out, err := s.batchOne(ctx, i, raw)
+		for i, run := range runs {
+			if run == nil {
+				continue
+			}
+			out, err := run(ctx)
 			if err != nil {
-				e := toAPIError(err)
-				res.Results[i] = batchResult{Status: e.status, Error: e}
+				fail(i, err)
 				continue
 			}
 			res.Results[i] = batchResult{Status: http.StatusOK, Body: out}
@@ -61,17 +76,17 @@ func (s *Server) batch(ctx context.Context, body []byte) (any, error) {
 	if err != nil {
 		// Nothing was committed: every answer that rested on the store is
 		// void. Only malformed operations keep their own answer.
-		e := toAPIError(err)
 		for i, r := range res.Results {
 			if r.Status != http.StatusBadRequest {
-				res.Results[i] = batchResult{Status: e.status, Error: e}
+				fail(i, err)
 			}
 		}
 	}
 	return res, nil
 }
 
-func (s *Server) batchOne(ctx context.Context, i int, raw json.RawMessage) (any, error) {
+// decodeOne decodes operation i of a batch, ready to run.
+func (s *Server) decodeOne(i int, raw json.RawMessage) (runFunc, error) {
 	var op batchOp
 	if err := decodeJSON(raw, &op); err != nil {
 		var inv *holdfast.InvalidError
@@ -80,11 +95,11 @@ func (s *Server) batchOne(ctx context.Context, i int, raw json.RawMessage) (any,
 		}
 		return nil, err
 	}
-	fn, ok := s.ops[op.Op]
+	decode, ok := s.ops[op.Op]
 	if !ok {
 		return nil, invalidf(fmt.Sprintf("ops[%d].op", i), fmt.Sprintf("ops[%d].op: unknown operation %q (want %s)", i, op.Op, s.opNames()))
 	}
-	return fn(ctx, op.Body)
+	return decode(op.Body)
 }
 
 func (s *Server) opNames() string {

@@ -108,7 +108,7 @@ type Server struct {
 
 	routes  map[string]map[string]*route // path → method → route
 	console *adminui.Console
-	ops     map[string]opFunc // batchable operations by name
+	ops     map[string]decodeFunc // batchable operations by name
 
 	// closing is closed when the http.Server shuts down, so that event
 	// streams end and Shutdown does not wait for them forever.
@@ -155,13 +155,13 @@ func New(cfg Config) (*Server, error) {
 		return nil, err
 	}
 	s.console = console
-	s.ops = map[string]opFunc{
-		"acquire":     s.acquire,
-		"release":     s.release,
-		"renew":       s.renew,
-		"verify":      s.verify,
-		"heartbeat":   s.heartbeat,
-		"end_session": s.endSession,
+	s.ops = map[string]decodeFunc{
+		"acquire":     s.decodeAcquire,
+		"release":     s.decodeRelease,
+		"renew":       s.decodeRenew,
+		"verify":      s.decodeVerify,
+		"heartbeat":   s.decodeHeartbeat,
+		"end_session": s.decodeEndSession,
 	}
 	s.routes = make(map[string]map[string]*route)
 	routes := []*route{

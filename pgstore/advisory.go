@@ -56,11 +56,6 @@ type lockSet struct {
 	pending map[int64]bool // id → exclusive
 }
 
-func (s *lockSet) reset() {
-	clear(s.held)
-	clear(s.pending)
-}
-
 // need asks for id before the next statement; exclusive wins over shared.
 func (s *lockSet) need(id int64, exclusive bool) {
 	if x, ok := s.held[id]; ok && (x || !exclusive) {

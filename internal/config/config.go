@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -18,6 +19,10 @@ import (
 	"github.com/holdfast/holdfast"
 	"github.com/holdfast/holdfast/server"
 )
+
+// schemaName is what pgstore accepts as a schema name, checked here so a
+// typo fails at start with the other configuration errors.
+var schemaName = regexp.MustCompile(`^[a-z_][a-z0-9_]{0,62}$`)
 
 // Defaults.
 const (
@@ -29,6 +34,7 @@ const (
 	DefaultShutdownTimeout = 30 * time.Second
 	DefaultLogFormat       = "text"
 	DefaultLogLevel        = "info"
+	DefaultSchema          = "holdfast"
 )
 
 // Config is everything holdfast serve can be told. The toml tags are the
@@ -38,9 +44,17 @@ type Config struct {
 	// Listen is the address to serve on.
 	Listen string `toml:"listen"`
 	// Store is the DSN of the lock store: a directory for the embedded
-	// durable store, "memory:" for a throwaway in-memory one, or (not yet
-	// supported) postgres://, redis://, etcd:// URLs.
+	// durable store, "memory:" for a throwaway in-memory one, a
+	// postgres:// URL for a PostgreSQL database, or (not yet supported)
+	// redis://, etcd:// URLs.
 	Store string `toml:"store"`
+	// Schema is the PostgreSQL schema of holdfast's tables; only a
+	// postgres:// store uses it.
+	Schema string `toml:"schema"`
+	// MigrateOnStart creates or upgrades the PostgreSQL tables at start,
+	// as `holdfast migrate` does; otherwise a schema that is missing or
+	// old stops the server.
+	MigrateOnStart bool `toml:"migrate_on_start"`
 	// Tokens are "role:token" pairs (HOLDFAST_TOKENS: comma separated).
 	// There is no flag, so that secrets never show in a process listing.
 	Tokens []string `toml:"tokens"`
@@ -100,6 +114,7 @@ func Default() Config {
 	return Config{
 		Listen:          DefaultListen,
 		Store:           DefaultStore,
+		Schema:          DefaultSchema,
 		SweepInterval:   Duration(DefaultSweepInterval),
 		AuditRetention:  Duration(DefaultAuditRetention),
 		MaxBodyBytes:    DefaultMaxBodyBytes,
@@ -115,22 +130,34 @@ func Default() Config {
 func Load(fs *flag.FlagSet, args []string, getenv func(string) string) (Config, error) {
 	configPath := fs.String("config", "", "TOML configuration `file` (env HOLDFAST_CONFIG)")
 	def := Default()
-	flagKeys := []struct{ key, usage, def string }{
-		{"listen", "`address` to serve on", def.Listen},
-		{"store", "lock store `DSN`: a directory for the embedded store", def.Store},
-		{"sweep_interval", "how often expired locks are swept (`duration`)", def.SweepInterval.String()},
-		{"audit_retention", "how long audit entries are kept (`duration`)", def.AuditRetention.String()},
-		{"max_body_bytes", "largest request body in `bytes`", strconv.FormatInt(def.MaxBodyBytes, 10)},
-		{"tls_cert", "TLS certificate PEM `file`", ""},
-		{"tls_key", "TLS private key PEM `file`", ""},
-		{"shutdown_timeout", "how long in-flight requests may finish on SIGTERM (`duration`)", def.ShutdownTimeout.String()},
-		{"log_format", "log `format`: text or json", def.LogFormat},
-		{"log_level", "log `level`: debug, info, warn or error", def.LogLevel},
+	flagKeys := []struct {
+		key, usage, def string
+		isBool          bool
+	}{
+		{"listen", "`address` to serve on", def.Listen, false},
+		{"store", "lock store `DSN`: a directory for the embedded store, or a postgres:// URL", def.Store, false},
+		{"schema", "PostgreSQL `schema` of holdfast's tables", def.Schema, false},
+		{"migrate_on_start", "create or upgrade the PostgreSQL tables at start", "false", true},
+		{"sweep_interval", "how often expired locks are swept (`duration`)", def.SweepInterval.String(), false},
+		{"audit_retention", "how long audit entries are kept (`duration`)", def.AuditRetention.String(), false},
+		{"max_body_bytes", "largest request body in `bytes`", strconv.FormatInt(def.MaxBodyBytes, 10), false},
+		{"tls_cert", "TLS certificate PEM `file`", "", false},
+		{"tls_key", "TLS private key PEM `file`", "", false},
+		{"shutdown_timeout", "how long in-flight requests may finish on SIGTERM (`duration`)", def.ShutdownTimeout.String(), false},
+		{"log_format", "log `format`: text or json", def.LogFormat, false},
+		{"log_level", "log `level`: debug, info, warn or error", def.LogLevel, false},
 	}
 	values := make(map[string]*string, len(flagKeys))
 	for _, k := range flagKeys {
 		env := "HOLDFAST_" + strings.ToUpper(k.key)
-		values[k.key] = fs.String(strings.ReplaceAll(k.key, "_", "-"), k.def, k.usage+" (env "+env+")")
+		name, usage := strings.ReplaceAll(k.key, "_", "-"), k.usage+" (env "+env+")"
+		if k.isBool {
+			v := boolFlag(k.def)
+			fs.Var(&v, name, usage)
+			values[k.key] = (*string)(&v)
+			continue
+		}
+		values[k.key] = fs.String(name, k.def, usage)
 	}
 	if err := fs.Parse(args); err != nil {
 		return Config{}, err
@@ -169,6 +196,27 @@ func Load(fs *flag.FlagSet, args []string, getenv func(string) string) (Config, 
 	return cfg, nil
 }
 
+// boolFlag is a flag kept as text, like the others, that may be given
+// without a value: --migrate-on-start means --migrate-on-start=true.
+type boolFlag string
+
+func (b *boolFlag) String() string {
+	if b == nil {
+		return ""
+	}
+	return string(*b)
+}
+
+func (b *boolFlag) Set(v string) error {
+	if _, err := strconv.ParseBool(v); err != nil {
+		return errors.New("want true or false")
+	}
+	*b = boolFlag(v)
+	return nil
+}
+
+func (b *boolFlag) IsBoolFlag() bool { return true }
+
 func (c *Config) readFile(path string) error {
 	md, err := toml.DecodeFile(path, c)
 	if err != nil {
@@ -182,7 +230,7 @@ func (c *Config) readFile(path string) error {
 
 // envKeys lists the settings that HOLDFAST_* variables can set.
 var envKeys = []string{
-	"listen", "store", "tokens", "sweep_interval", "audit_retention", "max_body_bytes",
+	"listen", "store", "schema", "migrate_on_start", "tokens", "sweep_interval", "audit_retention", "max_body_bytes",
 	"tls_cert", "tls_key", "shutdown_timeout", "log_format", "log_level",
 }
 
@@ -211,6 +259,10 @@ func (c *Config) set(key, v string) error {
 		c.Listen = v
 	case "store":
 		c.Store = v
+	case "schema":
+		c.Schema = v
+	case "migrate_on_start":
+		c.MigrateOnStart, err = strconv.ParseBool(v)
 	case "tokens":
 		c.Tokens = nil
 		for _, pair := range strings.Split(v, ",") {
@@ -250,6 +302,9 @@ func (c *Config) Validate() error {
 	}
 	if c.Store == "" {
 		return errors.New("store: a DSN is required")
+	}
+	if !schemaName.MatchString(c.Schema) {
+		return fmt.Errorf("schema %q: want 1-63 lower-case letters, digits and underscores, not starting with a digit", c.Schema)
 	}
 	if _, err := c.ServerTokens(); err != nil {
 		return err

@@ -35,7 +35,7 @@ func TestDefaults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if cfg.Listen != "127.0.0.1:7070" || cfg.Store != "./holdfast-data" || cfg.MaxBodyBytes != 1<<20 ||
+	if cfg.Listen != "127.0.0.1:7070" || cfg.Store != "./holdfast-data" || cfg.Schema != "holdfast" || cfg.MigrateOnStart || cfg.MaxBodyBytes != 1<<20 ||
 		time.Duration(cfg.SweepInterval) != time.Second || time.Duration(cfg.ShutdownTimeout) != 30*time.Second {
 		t.Fatalf("defaults = %+v", cfg)
 	}
@@ -88,6 +88,8 @@ func TestEveryEnvKey(t *testing.T) {
 	env := map[string]string{
 		"HOLDFAST_LISTEN":           "0.0.0.0:8080",
 		"HOLDFAST_STORE":            dir,
+		"HOLDFAST_SCHEMA":           "locks",
+		"HOLDFAST_MIGRATE_ON_START": "true",
 		"HOLDFAST_TOKENS":           "admin:a1, reader:r1",
 		"HOLDFAST_SWEEP_INTERVAL":   "250ms",
 		"HOLDFAST_AUDIT_RETENTION":  "48h",
@@ -114,7 +116,8 @@ func TestEveryEnvKey(t *testing.T) {
 	if cfg.Listen != want.Listen || cfg.Store != want.Store || strings.Join(cfg.Tokens, ",") != "admin:a1,reader:r1" ||
 		cfg.SweepInterval != want.SweepInterval || cfg.AuditRetention != want.AuditRetention ||
 		cfg.MaxBodyBytes != want.MaxBodyBytes || cfg.TLSCert != want.TLSCert || cfg.TLSKey != want.TLSKey ||
-		cfg.ShutdownTimeout != want.ShutdownTimeout || cfg.LogFormat != want.LogFormat || cfg.LogLevel != want.LogLevel {
+		cfg.ShutdownTimeout != want.ShutdownTimeout || cfg.LogFormat != want.LogFormat || cfg.LogLevel != want.LogLevel ||
+		cfg.Schema != "locks" || !cfg.MigrateOnStart {
 		t.Fatalf("got  %+v\nwant %+v", cfg, want)
 	}
 	tokens, err := cfg.ServerTokens()
@@ -131,14 +134,15 @@ func TestEveryFlag(t *testing.T) {
 	cfg, err := load(t, []string{
 		"--listen", "[::1]:9000", "--store", "/data", "--sweep-interval", "2s", "--audit-retention", "1h",
 		"--max-body-bytes", "10", "--tls-cert", "c", "--tls-key", "k", "--shutdown-timeout", "1s",
-		"--log-format", "json", "--log-level", "warn",
+		"--log-format", "json", "--log-level", "warn", "--schema", "locks", "--migrate-on-start",
 	}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if cfg.Listen != "[::1]:9000" || cfg.Store != "/data" || time.Duration(cfg.SweepInterval) != 2*time.Second ||
 		time.Duration(cfg.AuditRetention) != time.Hour || cfg.MaxBodyBytes != 10 || cfg.TLSCert != "c" ||
-		cfg.TLSKey != "k" || time.Duration(cfg.ShutdownTimeout) != time.Second || cfg.LogFormat != "json" || cfg.LogLevel != "warn" {
+		cfg.TLSKey != "k" || time.Duration(cfg.ShutdownTimeout) != time.Second || cfg.LogFormat != "json" || cfg.LogLevel != "warn" ||
+		cfg.Schema != "locks" || !cfg.MigrateOnStart {
 		t.Fatalf("got %+v", cfg)
 	}
 }
@@ -200,6 +204,8 @@ func TestRefused(t *testing.T) {
 		{name: "tls half set", args: []string{"--tls-cert", "c.pem"}, want: "tls_cert and tls_key"},
 		{name: "bad log level", args: []string{"--log-level", "loud"}, want: "log_level"},
 		{name: "zero body limit", args: []string{"--max-body-bytes", "0"}, want: "max_body_bytes"},
+		{name: "bad schema", args: []string{"--schema", "Locks; DROP"}, want: "schema"},
+		{name: "bad migrate flag", env: map[string]string{"HOLDFAST_MIGRATE_ON_START": "maybe"}, want: "HOLDFAST_MIGRATE_ON_START"},
 		{name: "extra argument", args: []string{"now"}, want: "unexpected arguments"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -8,7 +8,8 @@ import (
 
 // SetAggregate maps member onto root: from now on a request naming member
 // (or a key below it) is applied to root (or the same path below root).
-// A mapping that would make a cycle is refused.
+// A mapping that would make a cycle is refused (ErrInvalid), and so is one
+// whose member is locked (ErrLocked): the lock would stop covering it.
 func (m *Manager) SetAggregate(ctx context.Context, a Aggregate) (*Aggregate, error) {
 	if err := ValidateKey(a.Member); err != nil {
 		return nil, invalid("member", "member: %v", err)
@@ -23,6 +24,16 @@ func (m *Manager) SetAggregate(ctx context.Context, a Aggregate) (*Aggregate, er
 		}
 		if Covers(a.Member, resolved) {
 			return invalid("root", "mapping %s to %s would make a cycle (%s resolves to %s)", a.Member, a.Root, a.Root, resolved)
+		}
+		// While a lock covers the member or is held below it, mapping the
+		// member elsewhere would let another session lock the same record
+		// through the root. Map members before they are locked.
+		if conflicts, err := o.liveRelated(a.Member); err != nil {
+			return err
+		} else if len(conflicts) > 0 {
+			c := []Conflict{{Key: a.Member, RequestedKey: a.Member, Holders: conflicts}}
+			return &LockedError{Conflicts: c, Message: "cannot map " + a.Member + " to " + a.Root +
+				" while it is locked: " + lockedMessage(c, o.now)}
 		}
 		return o.tx.PutAggregate(store.Aggregate{Member: a.Member, Root: a.Root})
 	})
@@ -66,4 +77,26 @@ func (m *Manager) Aggregates(ctx context.Context, root string) (*AggregateList, 
 		return nil, err
 	}
 	return list, nil
+}
+
+// liveRelated returns the live locks on key, its ancestors and its
+// descendants.
+func (o *readOp) liveRelated(key string) ([]Lock, error) {
+	var out []Lock
+	var ferr error
+	err := o.rtx.Related(key, func(l store.Lock) bool {
+		why, err := o.deadReason(l)
+		if err != nil {
+			ferr = err
+			return false
+		}
+		if why == "" {
+			out = append(out, toLock(l))
+		}
+		return true
+	})
+	if err == nil {
+		err = ferr
+	}
+	return out, err
 }

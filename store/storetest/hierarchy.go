@@ -1,6 +1,7 @@
 package storetest
 
 import (
+	"errors"
 	"slices"
 
 	"github.com/holdfast/holdfast"
@@ -19,6 +20,7 @@ var aggregateCases = []testCase{
 	{"BelowMember", testBelowMember},
 	{"Chain", testAggregateChain},
 	{"CycleRefused", testAggregateCycleRefused},
+	{"LockedMemberRefused", testAggregateLockedMemberRefused},
 	{"Remove", testAggregateRemove},
 	{"ListByRoot", testAggregateListByRoot},
 	{"ReleaseByMember", testReleaseByMember},
@@ -192,4 +194,32 @@ func testReleaseByMember(e *env) {
 func readBack(l holdfast.Lock) holdfast.Lock {
 	l.RequestedKey = l.Key
 	return l
+}
+
+// A member that is locked (or covered by a lock) cannot be mapped onto a
+// root: another session could then lock the same record through the root.
+func testAggregateLockedMemberRefused(e *env) {
+	ctx := e.t.Context()
+	bob := e.grant(exclusive("asset/9", owner("bob")))
+	_, err := e.m.SetAggregate(ctx, holdfast.Aggregate{Member: "asset/9", Root: "lease/3"})
+	var le *holdfast.LockedError
+	if !errors.As(err, &le) {
+		e.t.Fatalf("mapping a locked member: %v, want ErrLocked", err)
+	}
+	wantConflicts(e.t, le.Conflicts, []holdfast.Conflict{{Key: "asset/9", RequestedKey: "asset/9", Holders: []holdfast.Lock{bob}}})
+	carol := e.grant(exclusive("lease/3", owner("carol")))
+	if carol.Key != "lease/3" {
+		e.t.Fatalf("carol locked %s", carol.Key)
+	}
+	e.refused(exclusive("asset/9", owner("dave")))
+	e.release("s-bob", "asset/9")
+
+	above := e.grant(exclusive("asset", owner("erin")))
+	_, err = e.m.SetAggregate(ctx, holdfast.Aggregate{Member: "asset/10", Root: "lease/4"})
+	if !errors.As(err, &le) || len(le.Conflicts) != 1 || len(le.Conflicts[0].Holders) != 1 || le.Conflicts[0].Holders[0].Token != above.Token {
+		e.t.Fatalf("mapping a member covered by a lock on its ancestor: %v, want ErrLocked naming that lock", err)
+	}
+	e.release("s-erin", "asset")
+	e.setAggregate("asset/9", "lease/3")
+	e.refused(exclusive("asset/9", owner("dave")))
 }

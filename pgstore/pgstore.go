@@ -38,6 +38,11 @@ type Config struct {
 	Now func() time.Time
 	// Logger receives retries and failures; default slog.Default().
 	Logger *slog.Logger
+	// Notify makes every transaction that appends audit entries announce
+	// them to Listen on other stores over the same schema (see
+	// notify.go). It costs one NOTIFY per such commit, which PostgreSQL
+	// serialises across the database, so a single server leaves it off.
+	Notify bool
 }
 
 // Store is the PostgreSQL store.Store. It does not own its pool.
@@ -48,6 +53,10 @@ type Store struct {
 	now    func() time.Time
 	log    *slog.Logger
 	closed atomic.Bool
+	// notify and instance: see Config.Notify; instance tells this store's
+	// notifications from others'.
+	notify   bool
+	instance string
 }
 
 var _ store.Store = (*Store)(nil)
@@ -68,11 +77,13 @@ func New(ctx context.Context, pool *pgxpool.Pool, cfg Config) (*Store, error) {
 		return nil, err
 	}
 	return &Store{
-		pool:   pool,
-		schema: cfg.Schema,
-		q:      newQueries(cfg.Schema),
-		now:    cfg.Now,
-		log:    cfg.Logger,
+		pool:     pool,
+		schema:   cfg.Schema,
+		q:        newQueries(cfg.Schema),
+		now:      cfg.Now,
+		log:      cfg.Logger,
+		notify:   cfg.Notify,
+		instance: newInstanceID(),
 	}, nil
 }
 

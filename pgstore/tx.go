@@ -61,6 +61,8 @@ type tx struct {
 	// after the locks of its key are held, so that it is above the token
 	// of every conflicting grant committed before.
 	token, auditID int64
+	// notified are the audit ids to announce at commit (Config.Notify).
+	notified []int64
 }
 
 type lockRef struct{ key, session string }
@@ -147,6 +149,7 @@ func (t *tx) commit() error {
 		b.Queue(`SET LOCAL synchronous_commit TO off`)
 	}
 	committed := false
+	t.queueNotify(b)
 	b.Queue(`COMMIT`).Exec(func(ct pgconn.CommandTag) error {
 		committed = ct.String() == "COMMIT"
 		return nil
@@ -793,6 +796,9 @@ func (t *tx) AppendAudit(e store.AuditEntry) (uint64, error) {
 	}
 	id := t.auditID
 	t.auditID = 0
+	if t.s.notify {
+		t.notified = append(t.notified, id)
+	}
 	args := append([]any{id, e.At, e.Event}, lockArgs(e.Lock)...)
 	t.enqueue(t.s.q.appendAudit, append(args, e.Actor, e.Reason)...)
 	return uint64(id), t.err

@@ -13,10 +13,13 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+
 	"github.com/holdfast/holdfast"
 	"github.com/holdfast/holdfast/internal/config"
 	"github.com/holdfast/holdfast/memstore"
 	"github.com/holdfast/holdfast/pebblestore"
+	"github.com/holdfast/holdfast/pgstore"
 	"github.com/holdfast/holdfast/server"
 	"github.com/holdfast/holdfast/store"
 )
@@ -66,7 +69,7 @@ Flags:
 		return err
 	}
 
-	st, closeStore, err := openStore(cfg.Store, log)
+	st, closeStore, err := openStore(ctx, cfg, log)
 	if err != nil {
 		return err
 	}
@@ -85,6 +88,10 @@ Flags:
 		return fmt.Errorf("lock manager: %w", err)
 	}
 	defer mgr.Close()
+	if feed, ok := st.(remoteFeed); ok {
+		stopFeed := followRemote(ctx, feed, mgr, log)
+		defer stopFeed()
+	}
 
 	if len(tokens) == 0 {
 		// config.Validate has refused this on any other address.
@@ -145,9 +152,10 @@ func serve(ctx context.Context, hs *http.Server, cfg config.Config, log *slog.Lo
 	return nil
 }
 
-// openStore opens the store a DSN names; closing it is the caller's last
-// step, after the Manager has stopped.
-func openStore(dsn string, log *slog.Logger) (store.Store, func() error, error) {
+// openStore opens the store cfg.Store names; closing it is the caller's
+// last step, after the Manager has stopped.
+func openStore(ctx context.Context, cfg config.Config, log *slog.Logger) (store.Store, func() error, error) {
+	dsn := cfg.Store
 	if dsn == "memory:" {
 		log.Warn("in-memory store: nothing survives a restart and no other server sees these locks")
 		st := memstore.New(memstore.Config{})
@@ -155,8 +163,10 @@ func openStore(dsn string, log *slog.Logger) (store.Store, func() error, error) 
 	}
 	if scheme, _, ok := strings.Cut(dsn, "://"); ok {
 		switch scheme {
-		case "postgres", "postgresql", "redis", "rediss", "etcd":
-			return nil, nil, fmt.Errorf("store %s://…: not supported yet; use a directory for the embedded store", scheme)
+		case "postgres", "postgresql":
+			return openPostgres(ctx, cfg, log)
+		case "redis", "rediss", "etcd":
+			return nil, nil, fmt.Errorf("store %s://…: not supported yet; use a directory for the embedded store, or postgres://", scheme)
 		default:
 			return nil, nil, fmt.Errorf("store %s://…: unknown kind of store (want a directory, postgres://, redis:// or etcd://)", scheme)
 		}
@@ -166,6 +176,81 @@ func openStore(dsn string, log *slog.Logger) (store.Store, func() error, error) 
 		return nil, nil, fmt.Errorf("opening the embedded store in %s: %w", dsn, err)
 	}
 	return st, st.Close, nil
+}
+
+// openPostgres connects a pool to the database, migrates the schema when
+// asked to, and returns a store whose commits other servers on the same
+// schema hear of (see followRemote).
+func openPostgres(ctx context.Context, cfg config.Config, log *slog.Logger) (store.Store, func() error, error) {
+	pool, err := connectPostgres(ctx, cfg.Store)
+	if err != nil {
+		return nil, nil, err
+	}
+	if cfg.MigrateOnStart {
+		if err := pgstore.Migrate(ctx, pool, cfg.Schema); err != nil {
+			pool.Close()
+			return nil, nil, fmt.Errorf("migrating schema %s: %w", cfg.Schema, err)
+		}
+		log.Info("schema migrated", "schema", cfg.Schema, "version", pgstore.SchemaVersion)
+	}
+	st, err := pgstore.New(ctx, pool, pgstore.Config{Schema: cfg.Schema, Logger: log, Notify: true})
+	if err != nil {
+		pool.Close()
+		return nil, nil, err
+	}
+	log.Info("store: PostgreSQL", "schema", cfg.Schema, "max_conns", pool.Config().MaxConns)
+	return st, func() error {
+		err := st.Close()
+		pool.Close()
+		return err
+	}, nil
+}
+
+// connectPostgres builds a pool from a postgres:// URL (pool_max_conns
+// and the other pool_* parameters are pgxpool's) and checks that the
+// database answers, so a wrong address fails at start, not at the first
+// request. Errors never repeat the URL: it may hold a password.
+func connectPostgres(ctx context.Context, dsn string) (*pgxpool.Pool, error) {
+	pcfg, err := pgxpool.ParseConfig(dsn)
+	if err != nil {
+		return nil, errors.New("store: not a valid postgres:// URL (check its syntax and its pool_* parameters)")
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
+	if err != nil {
+		return nil, fmt.Errorf("store: connecting to PostgreSQL: %w", err)
+	}
+	pingCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if err := pool.Ping(pingCtx); err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("store: PostgreSQL at %s:%d does not answer: %w", pcfg.ConnConfig.Host, pcfg.ConnConfig.Port, err)
+	}
+	return pool, nil
+}
+
+// remoteFeed is a store that can tell of audit entries committed by
+// other servers sharing it; pgstore does through LISTEN/NOTIFY.
+type remoteFeed interface {
+	Listen(ctx context.Context, fn func([]store.AuditEntry)) error
+}
+
+// followRemote publishes other servers' audit entries to this server's
+// subscribers, so an event stream on any node sees every node's commits.
+// It returns a function that stops it and waits until it has.
+func followRemote(ctx context.Context, feed remoteFeed, mgr *holdfast.Manager, log *slog.Logger) (stop func()) {
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		err := feed.Listen(ctx, func(entries []store.AuditEntry) { mgr.Publish(entries...) })
+		if err != nil && ctx.Err() == nil {
+			log.Error("following other servers' events stopped", "error", err)
+		}
+	}()
+	return func() {
+		cancel()
+		<-done
+	}
 }
 
 func newLogger(w io.Writer, cfg config.Config) (*slog.Logger, error) {

@@ -1,0 +1,162 @@
+package pgstore
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/holdfast/holdfast/store"
+)
+
+// Servers sharing a schema tell each other of their commits with
+// PostgreSQL's NOTIFY, on a channel named like the schema: a store with
+// Config.Notify set sends, in each transaction that appends audit
+// entries, "INSTANCE ID,ID,…", and Listen on every other store reads
+// those entries back. NOTIFY is delivered only once its transaction has
+// committed, and never if it rolled back, so a listener hears of exactly
+// the committed entries. The payload carries ids, not entries, because a
+// notification holds at most 8000 bytes.
+
+// notifyPayloadMax keeps each payload well under PostgreSQL's 8000 bytes.
+const notifyPayloadMax = 7000
+
+func newInstanceID() string {
+	b := make([]byte, 8)
+	rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// queueNotify queues the notifications of the audit entries this
+// transaction appended, in as many payloads as they need, before its
+// COMMIT.
+func (t *tx) queueNotify(b *pgx.Batch) {
+	if len(t.notified) == 0 {
+		return
+	}
+	var p strings.Builder
+	flush := func() {
+		b.Queue(`SELECT pg_notify($1, $2)`, t.s.schema, p.String())
+		p.Reset()
+	}
+	for _, id := range t.notified {
+		if p.Len() > notifyPayloadMax {
+			flush()
+		}
+		if p.Len() == 0 {
+			p.WriteString(t.s.instance)
+			p.WriteByte(' ')
+		} else {
+			p.WriteByte(',')
+		}
+		p.WriteString(strconv.FormatInt(id, 10))
+	}
+	flush()
+}
+
+// listenRetry is how long Listen waits before connecting again after
+// losing its connection.
+const listenRetry = time.Second
+
+// Listen calls fn with the audit entries that other stores on this
+// schema commit (those with Config.Notify set), in id order per
+// transaction, until ctx ends; it then returns ctx's error. It uses a
+// connection of its own, outside the pool, and connects again when it
+// loses it: entries committed while it was disconnected are not
+// delivered, so a subscriber that must see everything resumes from the
+// audit log. fn runs on Listen's goroutine and should not block long.
+func (s *Store) Listen(ctx context.Context, fn func([]store.AuditEntry)) error {
+	for {
+		err := s.listenOnce(ctx, fn)
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		s.log.Warn("pgstore: lost the connection that hears other servers' commits; reconnecting", "error", err, "retry_in", listenRetry.String())
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(listenRetry):
+		}
+	}
+}
+
+func (s *Store) listenOnce(ctx context.Context, fn func([]store.AuditEntry)) error {
+	conn, err := pgx.ConnectConfig(ctx, s.pool.Config().ConnConfig.Copy())
+	if err != nil {
+		return fmt.Errorf("pgstore: listen: connect: %w", err)
+	}
+	defer func() {
+		closeCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), pingTimeout)
+		conn.Close(closeCtx)
+		cancel()
+	}()
+	if _, err := conn.Exec(ctx, `LISTEN `+quote(s.schema)); err != nil {
+		return fmt.Errorf("pgstore: listen: %w", err)
+	}
+	for {
+		n, err := conn.WaitForNotification(ctx)
+		if err != nil {
+			return fmt.Errorf("pgstore: listen: %w", err)
+		}
+		instance, list, ok := strings.Cut(n.Payload, " ")
+		if !ok || instance == s.instance {
+			continue // this store's own commits were published by its caller
+		}
+		ids, err := parseIDs(list)
+		if err != nil {
+			s.log.Warn("pgstore: listen: ignoring a notification that is not holdfast's", "payload", n.Payload, "error", err)
+			continue
+		}
+		entries, err := s.auditByID(ctx, conn, ids)
+		if err != nil {
+			return err
+		}
+		if len(entries) > 0 {
+			fn(entries)
+		}
+	}
+}
+
+func parseIDs(list string) ([]int64, error) {
+	var ids []int64
+	for f := range strings.SplitSeq(list, ",") {
+		id, err := strconv.ParseInt(f, 10, 64)
+		if err != nil {
+			return nil, err
+		}
+		ids = append(ids, id)
+	}
+	if len(ids) == 0 {
+		return nil, errors.New("no ids")
+	}
+	return ids, nil
+}
+
+// auditByID reads the entries with these ids; one pruned meanwhile is
+// left out.
+func (s *Store) auditByID(ctx context.Context, conn *pgx.Conn, ids []int64) ([]store.AuditEntry, error) {
+	rows, err := conn.Query(ctx, `SELECT id, at, event, `+lockCols+`, actor, reason FROM `+s.q.schema+`.audit
+		WHERE id = ANY($1) ORDER BY id`, ids)
+	if err != nil {
+		return nil, fmt.Errorf("pgstore: listen: read entries: %w", err)
+	}
+	defer rows.Close()
+	var out []store.AuditEntry
+	for rows.Next() {
+		e, err := scanAudit(rows)
+		if err != nil {
+			return nil, fmt.Errorf("pgstore: listen: read entries: %w", err)
+		}
+		out = append(out, e)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("pgstore: listen: read entries: %w", err)
+	}
+	return out, nil
+}

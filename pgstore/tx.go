@@ -717,6 +717,11 @@ func (t *tx) PutLock(l store.Lock) error {
 
 func (t *tx) DeleteLock(key, session string) error {
 	t.lockKey(key)
+	// Deleting a session's lock may rest on the session's record as read
+	// without its lock (a lock dropped because its session looked ended):
+	// locking the session checks that record is still as read, or the
+	// transaction runs again.
+	t.lockSession(session)
 	t.enqueue(t.s.q.deleteLock, key, session)
 	t.remember()
 	t.rows[lockRef{key, session}] = nil

@@ -53,8 +53,27 @@ func Check(history []Op, cfg CheckConfig) error {
 		if verr := porcupine.VisualizePath(m, info, path); verr == nil {
 			err = fmt.Errorf("%w (visualization: %s)", err, path)
 		}
+		text := filepath.Join(cfg.VisualizeDir, "history.txt")
+		if werr := os.WriteFile(text, []byte(listing(ops)), 0o644); werr == nil {
+			err = fmt.Errorf("%w (every operation by family and call: %s)", err, text)
+		}
 	}
 	return err
+}
+
+// listing is every operation, one a line, by family and then call time.
+func listing(ops []porcupine.Operation) string {
+	var b strings.Builder
+	for _, family := range model.Partition(ops) {
+		family = slices.Clone(family)
+		slices.SortStableFunc(family, func(a, b porcupine.Operation) int {
+			return int(min(max(a.Call-b.Call, -1), 1))
+		})
+		for _, op := range family {
+			fmt.Fprintf(&b, "%s\t%s\n", op.Input.(Input).Family, describeTimed(op))
+		}
+	}
+	return b.String()
 }
 
 // explain describes, for the first family that cannot be ordered, the end

@@ -217,7 +217,8 @@ BEGIN
 		p := regexp_replace(p, '/[^/]*$', '');
 		keys := keys || p;
 	END LOOP;
-	PERFORM pg_advisory_xact_lock_shared({schema}.lock_id('k', x)) FROM unnest(keys) AS x ORDER BY 1;
+	PERFORM pg_advisory_xact_lock_shared(id)
+	FROM (SELECT {schema}.lock_id('k', x) AS id FROM unnest(keys) AS x ORDER BY 1) AS ids;
 	FOR h IN
 		SELECT l.* FROM {schema}.locks l JOIN {schema}.sessions s ON s.id = l.session
 		WHERE l.key = ANY (keys) AND l.session <> me

@@ -17,6 +17,8 @@ const usage = `holdfast: pessimistic offline locks for business records.
 Usage:
   holdfast serve [--listen 127.0.0.1:7070] [--store DSN] [--config FILE]
   holdfast migrate --store postgres://… [--schema holdfast]
+  holdfast protect --store postgres://… --table T --key EXPR [--schema holdfast]
+  holdfast unprotect --store postgres://… --table T
   holdfast lock KEY... --session S [--user U] [--name N] [--ttl 2h] [--shared] [--note T] [--takeover]
   holdfast unlock KEY... --session S [--fencing-token N]
   holdfast ls [--prefix P] [--session S] [--user U] [--limit N]
@@ -66,6 +68,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	switch args[0] {
 	case "serve":
 		cmd = newServeCommand(stdout, stderr)
+	case "protect":
+		cmd = newProtectCommand(stdout, stderr)
+	case "unprotect":
+		cmd = newUnprotectCommand(stdout, stderr)
 	case "migrate":
 		cmd = newMigrateCommand(stdout, stderr)
 	case "lock":

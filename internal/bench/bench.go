@@ -240,7 +240,12 @@ func (r *runner) setUp(ctx context.Context) error {
 func (r *runner) startHoldfast(ctx context.Context, dsn string) (*process, error) {
 	// At info, holdfast serve logs every request, which a server under
 	// this load would not be left doing.
-	return r.start(ctx, "holdfast serve", r.cfg.Executable, "serve", "--store", dsn, "--log-level", r.cfg.ServerLogLevel)
+	args := []string{"serve", "--store", dsn, "--log-level", r.cfg.ServerLogLevel}
+	if strings.HasPrefix(dsn, "postgres://") || strings.HasPrefix(dsn, "postgresql://") {
+		// Tables of its own, beside whatever else the database holds.
+		args = append(args, "--migrate-on-start", "--schema", "holdfast_bench")
+	}
+	return r.start(ctx, "holdfast serve", r.cfg.Executable, args...)
 }
 
 func (r *runner) start(ctx context.Context, name, exe string, args ...string) (*process, error) {

@@ -1,0 +1,448 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/holdfast/holdfast"
+	"github.com/holdfast/holdfast/client"
+)
+
+// postgresDSN is the database the PostgreSQL tests use; without one they
+// skip, except in CI, which must run them.
+func postgresDSN(t *testing.T) string {
+	t.Helper()
+	dsn := os.Getenv("HOLDFAST_TEST_POSTGRES")
+	if dsn == "" {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("HOLDFAST_TEST_POSTGRES is not set, and CI must run the PostgreSQL tests")
+		}
+		t.Skip("HOLDFAST_TEST_POSTGRES is not set")
+	}
+	return dsn
+}
+
+// migratedSchema creates a fresh schema with "holdfast migrate" and drops
+// it when the test ends.
+func migratedSchema(t *testing.T, dsn string) string {
+	t.Helper()
+	b := make([]byte, 6)
+	rand.Read(b)
+	schema := "hf_cmd_" + hex.EncodeToString(b)
+	out, err := exec.Command(binary, "migrate", "--store", dsn, "--schema", schema).CombinedOutput()
+	if err != nil {
+		t.Fatalf("holdfast migrate: %v\n%s", err, out)
+	}
+	if !strings.Contains(string(out), "schema "+schema+" is at version") {
+		t.Fatalf("holdfast migrate printed %q, want the schema's version", out)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		conn, err := pgx.Connect(ctx, dsn)
+		if err != nil {
+			t.Errorf("dropping schema %s: %v", schema, err)
+			return
+		}
+		defer conn.Close(ctx)
+		if _, err := conn.Exec(ctx, `DROP SCHEMA `+schema+` CASCADE`); err != nil {
+			t.Errorf("dropping schema %s: %v", schema, err)
+		}
+	})
+	return schema
+}
+
+// startNode runs "holdfast serve" on a PostgreSQL schema, sweeping often
+// so that several nodes sweep at once, and waits until it is ready.
+func startNode(t *testing.T, dsn, schema string) *serveProcess {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	p := &serveProcess{url: "http://" + addr, stderr: &strings.Builder{}}
+	p.cmd = exec.Command(binary, "serve", "--listen", addr, "--store", dsn, "--schema", schema,
+		"--sweep-interval", "50ms", "--log-level", "warn")
+	p.cmd.Env = append(os.Environ(), "HOLDFAST_TOKENS=", "HOLDFAST_CONFIG=")
+	p.cmd.Stderr = &lockedWriter{b: p.stderr}
+	if err := p.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(p.kill)
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		if code, _ := get(p.url + "/readyz"); code == http.StatusOK {
+			return p
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("holdfast serve not ready after 30s\n%s", p.stderr.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func get(u string) (int, http.Header) {
+	resp, err := http.Get(u)
+	if err != nil {
+		return 0, nil
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	return resp.StatusCode, resp.Header
+}
+
+func startNodes(t *testing.T, n int) []*serveProcess {
+	t.Helper()
+	dsn := postgresDSN(t)
+	schema := migratedSchema(t, dsn)
+	nodes := make([]*serveProcess, n)
+	for i := range nodes {
+		nodes[i] = startNode(t, dsn, schema)
+	}
+	return nodes
+}
+
+func acquire(c *client.Client, key, session string) (*holdfast.AcquireResult, error) {
+	return c.Acquire(context.Background(), holdfast.AcquireRequest{Keys: []string{key}, Owner: holdfast.Owner{Session: session, Name: session}})
+}
+
+// Three servers on one schema grant each key to exactly one of many
+// racers spread over all of them, and all three agree on the winner.
+func TestNodesOneWinnerPerKey(t *testing.T) {
+	t.Parallel()
+	nodes := startNodes(t, 3)
+	clients := make([]*client.Client, len(nodes))
+	for i, n := range nodes {
+		clients[i] = newClient(t, n.url)
+	}
+	const rounds, perNode = 10, 6
+	for round := range rounds {
+		key := fmt.Sprintf("policy/race-%d", round)
+		var (
+			wg      sync.WaitGroup
+			mu      sync.Mutex
+			winners []string
+			refused int
+		)
+		gate := make(chan struct{})
+		for i := range len(nodes) * perNode {
+			wg.Go(func() {
+				<-gate
+				s := fmt.Sprintf("s-%d-%d", round, i)
+				_, err := acquire(clients[i%len(nodes)], key, s)
+				mu.Lock()
+				defer mu.Unlock()
+				var locked *holdfast.LockedError
+				switch {
+				case err == nil:
+					winners = append(winners, s)
+				case errors.As(err, &locked):
+					refused++
+				default:
+					t.Errorf("acquire on node %d: %v", i%len(nodes), err)
+				}
+			})
+		}
+		close(gate)
+		wg.Wait()
+		if len(winners) != 1 || refused != len(nodes)*perNode-1 {
+			t.Fatalf("round %d: %d granted %v, %d refused; want exactly 1 and %d", round, len(winners), winners, refused, len(nodes)*perNode-1)
+		}
+		for i, c := range clients {
+			page, err := c.Locks(context.Background(), holdfast.LockQuery{Prefix: key})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(page.Locks) != 1 || page.Locks[0].Owner.Session != winners[0] {
+				t.Fatalf("round %d: node %d lists %+v, want only %s's lock", round, i, page.Locks, winners[0])
+			}
+		}
+	}
+}
+
+// An event stream on any node sees the commits of every node.
+func TestNodesEventsReachEveryNode(t *testing.T) {
+	t.Parallel()
+	nodes := startNodes(t, 3)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	seen := make([]chan string, len(nodes)) // keys each node's stream delivered
+	for i, n := range nodes {
+		s, err := newClient(t, n.url).Events(ctx, "evt/", "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.Close()
+		seen[i] = make(chan string, 1000)
+		go func() {
+			for s.Next() {
+				seen[i] <- s.Entry().Lock.Key
+			}
+		}()
+	}
+	// A node hears others once its LISTEN connection is up, which may be
+	// just after /readyz said yes: wait for a first commit from each node
+	// to reach every other node, with fresh keys, then demand every later
+	// one.
+	await := func(i int, key string, within time.Duration) bool {
+		timeout := time.After(within)
+		for {
+			select {
+			case k := <-seen[i]:
+				if k == key {
+					return true
+				}
+			case <-timeout:
+				return false
+			case <-ctx.Done():
+				return false
+			}
+		}
+	}
+	for from, n := range nodes {
+		c := newClient(t, n.url)
+		for attempt := 0; ; attempt++ {
+			key := fmt.Sprintf("evt/warm-%d-%d", from, attempt)
+			if _, err := acquire(c, key, "warm"); err != nil {
+				t.Fatal(err)
+			}
+			all := true
+			for to := range nodes {
+				all = await(to, key, time.Second) && all
+			}
+			if all {
+				break
+			}
+			if ctx.Err() != nil {
+				t.Fatalf("node %d's commits never reached every node", from)
+			}
+		}
+	}
+	for from, n := range nodes {
+		key := fmt.Sprintf("evt/key-%d", from)
+		if _, err := acquire(newClient(t, n.url), key, fmt.Sprintf("s%d", from)); err != nil {
+			t.Fatal(err)
+		}
+		for to := range nodes {
+			if !await(to, key, 10*time.Second) {
+				t.Fatalf("the grant of %s on node %d never reached node %d's event stream", key, from, to)
+			}
+		}
+	}
+}
+
+// Killing a node with SIGKILL under load loses nothing it acknowledged:
+// the surviving nodes list every grant any node confirmed.
+func TestNodesKillOneLosesNothingAcknowledged(t *testing.T) {
+	t.Parallel()
+	nodes := startNodes(t, 3)
+	var (
+		mu    sync.Mutex
+		acked = map[string]uint64{} // key → token
+		wg    sync.WaitGroup
+		kill  sync.Once
+	)
+	const workers, perWorker = 12, 25
+	killed := make(chan struct{})
+	for w := range workers {
+		c := newClient(t, nodes[w%len(nodes)].url)
+		wg.Go(func() {
+			for i := range perWorker {
+				key := fmt.Sprintf("kill/%d-%d", w, i)
+				res, err := acquire(c, key, fmt.Sprintf("w%d", w))
+				if err != nil {
+					continue // unacknowledged: the node may have died with it
+				}
+				mu.Lock()
+				acked[key] = res.Locks[0].Token
+				n := len(acked)
+				mu.Unlock()
+				if n >= workers*perWorker/3 && w%len(nodes) != 0 {
+					kill.Do(func() {
+						nodes[0].cmd.Process.Signal(syscall.SIGKILL)
+						close(killed)
+					})
+				}
+			}
+		})
+	}
+	wg.Wait()
+	select {
+	case <-killed:
+	default:
+		t.Fatal("the load ended before node 0 was killed")
+	}
+	nodes[0].kill()
+	if len(acked) < workers*perWorker/2 {
+		t.Fatalf("only %d of %d grants were acknowledged; the surviving nodes should have served most", len(acked), workers*perWorker)
+	}
+	for _, n := range nodes[1:] {
+		page, err := newClient(t, n.url).Locks(context.Background(), holdfast.LockQuery{Prefix: "kill", Limit: 1000})
+		if err != nil {
+			t.Fatal(err)
+		}
+		held := map[string]uint64{}
+		for _, l := range page.Locks {
+			held[l.Key] = l.Token
+		}
+		for key, token := range acked {
+			if held[key] != token {
+				t.Fatalf("%s: acknowledged with token %d, node lists token %d", key, token, held[key])
+			}
+		}
+	}
+}
+
+// tcpProxy forwards connections to PostgreSQL until stopped, which cuts
+// them all at once as a crashed or unreachable database would; start
+// listens on the same address again. The machine's own PostgreSQL stays
+// up for the other tests.
+type tcpProxy struct {
+	addr, target string
+	mu           sync.Mutex
+	ln           net.Listener
+	conns        map[net.Conn]bool
+	wg           sync.WaitGroup
+}
+
+func newTCPProxy(t *testing.T, target string) *tcpProxy {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &tcpProxy{addr: ln.Addr().String(), target: target, conns: map[net.Conn]bool{}}
+	p.accept(ln)
+	t.Cleanup(p.stop)
+	return p
+}
+
+func (p *tcpProxy) start(t *testing.T) {
+	ln, err := net.Listen("tcp", p.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.accept(ln)
+}
+
+func (p *tcpProxy) accept(ln net.Listener) {
+	p.mu.Lock()
+	p.ln = ln
+	p.mu.Unlock()
+	p.wg.Go(func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			up, err := net.Dial("tcp", p.target)
+			if err != nil {
+				c.Close()
+				continue
+			}
+			p.mu.Lock()
+			p.conns[c], p.conns[up] = true, true
+			p.mu.Unlock()
+			p.wg.Go(func() { io.Copy(up, c); up.Close() })
+			p.wg.Go(func() { io.Copy(c, up); c.Close() })
+		}
+	})
+}
+
+func (p *tcpProxy) stop() {
+	p.mu.Lock()
+	if p.ln != nil {
+		p.ln.Close()
+		p.ln = nil
+	}
+	for c := range p.conns {
+		c.Close()
+	}
+	clear(p.conns)
+	p.mu.Unlock()
+	p.wg.Wait()
+}
+
+// While PostgreSQL is unreachable the server answers at once with 503
+// unavailable and Retry-After, /readyz says 503, nothing is granted; it
+// serves again by itself when the database is back.
+func TestNodeUnreachableDatabase(t *testing.T) {
+	t.Parallel()
+	dsn := postgresDSN(t)
+	schema := migratedSchema(t, dsn)
+	u, err := url.Parse(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy := newTCPProxy(t, u.Host)
+	u.Host = proxy.addr
+	q := u.Query()
+	q.Set("connect_timeout", "2")
+	u.RawQuery = q.Encode()
+	node := startNode(t, u.String(), schema)
+	c := newClient(t, node.url)
+	if _, err := acquire(c, "policy/1", "before"); err != nil {
+		t.Fatal(err)
+	}
+
+	proxy.stop()
+	for i := range 5 {
+		start := time.Now()
+		_, err := acquire(c, "policy/1", fmt.Sprintf("during-%d", i))
+		var un *holdfast.UnavailableError
+		if !errors.As(err, &un) {
+			t.Fatalf("acquire with the database gone: %v, want 503 unavailable", err)
+		}
+		if un.RetryAfter <= 0 {
+			t.Errorf("503 without Retry-After: %+v", un)
+		}
+		if d := time.Since(start); d > 15*time.Second {
+			t.Errorf("the refusal took %s; it should not wait on the database", d)
+		}
+	}
+	if code, h := get(node.url + "/readyz"); code != http.StatusServiceUnavailable || h.Get("Retry-After") == "" {
+		t.Errorf("/readyz with the database gone: %d, Retry-After %q; want 503 with Retry-After", code, h.Get("Retry-After"))
+	}
+	if code, _ := get(node.url + "/healthz"); code != http.StatusOK {
+		t.Errorf("/healthz with the database gone: %d, want 200 (the process is alive)", code)
+	}
+
+	proxy.start(t)
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		code, _ := get(node.url + "/readyz")
+		if code == http.StatusOK {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("/readyz still %d 20s after the database came back", code)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	_, err = acquire(c, "policy/1", "after")
+	var locked *holdfast.LockedError
+	if !errors.As(err, &locked) || len(locked.Conflicts) != 1 || len(locked.Conflicts[0].Holders) != 1 ||
+		locked.Conflicts[0].Holders[0].Owner.Session != "before" {
+		t.Fatalf("acquire after the outage: %v; want it refused, held by the session granted before it", err)
+	}
+	if _, err := acquire(c, "policy/2", "after"); err != nil {
+		t.Fatalf("acquire of a free key after the outage: %v", err)
+	}
+}

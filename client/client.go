@@ -43,9 +43,11 @@ type Config struct {
 	// Coalesce, when greater than zero, turns on transparent batching:
 	// Acquire, Release, Renew, Verify, Heartbeat and EndSession calls made
 	// concurrently travel together in one POST /v1/batch, which the server
-	// commits at once. A call waits at most Coalesce (a millisecond or
-	// less serves well) for others to join its batch. Results and errors
-	// are those of the single calls. Zero sends each call on its own.
+	// commits at once. A call leaves at once when the client has fewer
+	// than two batches on their way; otherwise it joins the next batch,
+	// which leaves when one comes back, when it is full, or after at most
+	// Coalesce (a millisecond or less serves well). Results and errors are
+	// those of the single calls. Zero sends each call on its own.
 	Coalesce time.Duration
 	// MaxBatch bounds the operations of one coalesced batch; default, and
 	// at most, 1000.

@@ -9,19 +9,26 @@ import (
 )
 
 // coalescer gathers the operations that callers make concurrently into
-// POST /v1/batch requests: the first operation of a batch waits at most
-// linger for others to join it, and a full batch leaves at once. The
-// server runs a batch in one durable commit, so many callers share one
-// request and one fsync.
+// POST /v1/batch requests, as a group commit does: while fewer than
+// maxInFlight batches are on their way an operation leaves at once, so a
+// lone caller waits for nobody; otherwise it joins the next batch, which
+// leaves when a batch comes back, when it is full, or at the latest after
+// linger. The server runs a batch in one durable commit, so many callers
+// share one request and one fsync.
 type coalescer struct {
 	c      *Client
 	linger time.Duration
 	max    int
 
-	mu      sync.Mutex
-	pending []pendingOp
-	timer   *time.Timer // flushes pending after linger; nil when none
+	mu       sync.Mutex
+	pending  []pendingOp
+	inFlight int
+	timer    *time.Timer // sends pending after linger; nil when none
 }
+
+// maxInFlight is how many batches may be on their way at once: two keep
+// the server busy with one while the other travels.
+const maxInFlight = 2
 
 type pendingOp struct {
 	op   Op
@@ -45,16 +52,16 @@ func (k *coalescer) do(ctx context.Context, op Op) Result {
 	p := pendingOp{op: op, done: make(chan Result, 1)}
 	k.mu.Lock()
 	k.pending = append(k.pending, p)
+	var batch []pendingOp
 	switch {
-	case len(k.pending) >= k.max:
-		batch := k.takeLocked()
-		k.mu.Unlock()
+	case k.inFlight < maxInFlight || len(k.pending) >= k.max:
+		batch = k.takeLocked()
+	case k.timer == nil:
+		k.timer = time.AfterFunc(k.linger, k.lingerOver)
+	}
+	k.mu.Unlock()
+	if batch != nil {
 		go k.send(batch)
-	case len(k.pending) == 1:
-		k.timer = time.AfterFunc(k.linger, k.flush)
-		k.mu.Unlock()
-	default:
-		k.mu.Unlock()
 	}
 	select {
 	case r := <-p.done:
@@ -64,42 +71,63 @@ func (k *coalescer) do(ctx context.Context, op Op) Result {
 	}
 }
 
-// flush sends whatever is pending when the linger is over.
-func (k *coalescer) flush() {
+// lingerOver sends what has waited for a batch to come back long enough.
+func (k *coalescer) lingerOver() {
 	k.mu.Lock()
-	batch := k.takeLocked()
+	k.timer = nil
+	var batch []pendingOp
+	if len(k.pending) > 0 {
+		batch = k.takeLocked()
+	}
 	k.mu.Unlock()
-	if len(batch) > 0 {
+	if batch != nil {
 		k.send(batch)
 	}
 }
 
+// takeLocked takes the next batch of pending operations and counts it in
+// flight.
 func (k *coalescer) takeLocked() []pendingOp {
 	if k.timer != nil {
 		k.timer.Stop()
 		k.timer = nil
 	}
-	batch := k.pending
-	k.pending = nil
+	n := min(len(k.pending), k.max)
+	batch := k.pending[:n:n]
+	k.pending = k.pending[n:]
+	if len(k.pending) == 0 {
+		k.pending = nil
+	}
+	k.inFlight++
 	return batch
 }
 
-// send carries one batch. An error of the batch as a whole (transport,
-// authentication) is every operation's error, as it would have been had
-// each been sent alone.
+// send carries batches until none is waiting: each batch that comes back
+// sends what gathered meanwhile. An error of the batch as a whole
+// (transport, authentication) is every operation's error, as it would have
+// been had each been sent alone.
 func (k *coalescer) send(batch []pendingOp) {
-	ops := make([]Op, len(batch))
-	for i, p := range batch {
-		ops[i] = p.op
-	}
-	// No caller's context may cut the others' request short; each caller
-	// stops waiting on its own context instead.
-	results, err := k.c.Batch(context.Background(), ops)
-	for i, p := range batch {
-		if err != nil {
-			p.done <- Result{Err: err}
-			continue
+	for batch != nil {
+		ops := make([]Op, len(batch))
+		for i, p := range batch {
+			ops[i] = p.op
 		}
-		p.done <- results[i]
+		// No caller's context may cut the others' request short; each
+		// caller stops waiting on its own context instead.
+		results, err := k.c.Batch(context.Background(), ops)
+		for i, p := range batch {
+			if err != nil {
+				p.done <- Result{Err: err}
+				continue
+			}
+			p.done <- results[i]
+		}
+		k.mu.Lock()
+		k.inFlight--
+		batch = nil
+		if len(k.pending) > 0 {
+			batch = k.takeLocked()
+		}
+		k.mu.Unlock()
 	}
 }

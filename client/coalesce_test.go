@@ -15,15 +15,23 @@ import (
 )
 
 // countingTransport counts the requests that reach the server, by path.
+// With a gate, it holds every request until the gate opens, telling
+// arrived of each.
 type countingTransport struct {
-	mu    sync.Mutex
-	paths map[string]int
+	mu      sync.Mutex
+	paths   map[string]int
+	gate    chan struct{}
+	arrived chan struct{}
 }
 
 func (c *countingTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	c.mu.Lock()
 	c.paths[r.URL.Path]++
 	c.mu.Unlock()
+	if c.gate != nil {
+		c.arrived <- struct{}{}
+		<-c.gate
+	}
 	return http.DefaultTransport.RoundTrip(r)
 }
 
@@ -35,7 +43,11 @@ func (c *countingTransport) count(path string) int {
 
 func coalescingClient(t *testing.T, e *env, linger time.Duration, max int) (*client.Client, *countingTransport) {
 	t.Helper()
-	tr := &countingTransport{paths: map[string]int{}}
+	return coalescingClientVia(t, e, linger, max, &countingTransport{paths: map[string]int{}})
+}
+
+func coalescingClientVia(t *testing.T, e *env, linger time.Duration, max int, tr *countingTransport) (*client.Client, *countingTransport) {
+	t.Helper()
 	c, err := client.New(client.Config{BaseURL: e.url, Token: "client-token", Coalesce: linger, MaxBatch: max,
 		HTTPClient: &http.Client{Transport: tr}})
 	if err != nil {
@@ -44,14 +56,24 @@ func coalescingClient(t *testing.T, e *env, linger time.Duration, max int) (*cli
 	return c, tr
 }
 
-// Concurrent calls travel in one batch and get what single calls get:
-// one grant for a contended key, refusals naming that holder.
+// While two batches are on their way, concurrent calls gather into the
+// next one, and get what single calls get: one grant for a contended key,
+// refusals naming that holder.
 func TestCoalescedCallsShareOneBatch(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	const callers = 10
-	// A linger far longer than the test: only a full batch can leave.
-	c, tr := coalescingClient(t, e, time.Hour, callers)
+	// The server answers nothing until three batches have come: the first
+	// two callers leave alone, the other eight fill the third batch (a
+	// linger far longer than the test: only a full batch can leave).
+	tr := &countingTransport{paths: map[string]int{}, gate: make(chan struct{}), arrived: make(chan struct{}, callers)}
+	c, _ := coalescingClientVia(t, e, time.Hour, callers-2, tr)
+	go func() {
+		for range 3 {
+			<-tr.arrived
+		}
+		close(tr.gate)
+	}()
 
 	var (
 		wg      sync.WaitGroup
@@ -76,8 +98,8 @@ func TestCoalescedCallsShareOneBatch(t *testing.T) {
 	wg.Wait()
 	close(refused)
 
-	if n := tr.count("/v1/batch"); n != 1 {
-		t.Errorf("%d batch requests, want 1", n)
+	if n := tr.count("/v1/batch"); n != 3 {
+		t.Errorf("%d batch requests, want 3 (one call, one call, eight calls)", n)
 	}
 	if n := tr.count("/v1/locks/acquire"); n != 0 {
 		t.Errorf("%d single acquire requests, want 0", n)

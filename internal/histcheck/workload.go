@@ -87,7 +87,10 @@ func (w Workload) Family(family int) string {
 }
 
 // Run lets the clients work against svc until ctx ends, each has made Ops
-// operations, or OnUnknown stops them.
+// operations, or OnUnknown stops them. The end of ctx stops clients
+// between operations; an operation under way runs to its answer, so that
+// stopping the load leaves no unknown outcome behind on a server that
+// lives on.
 func (w Workload) Run(ctx context.Context, svc holdfast.Service, rec *Recorder) {
 	w = w.withDefaults()
 	var tokens sync.Map // key@session → last token seen
@@ -97,7 +100,7 @@ func (w Workload) Run(ctx context.Context, svc holdfast.Service, rec *Recorder) 
 		wg.Go(func() {
 			for i := 0; ctx.Err() == nil && (w.Ops == 0 || i < w.Ops); i++ {
 				in := w.next(rng, &tokens)
-				out := rec.Do(ctx, svc, w.FirstClient+c, in)
+				out := rec.Do(context.WithoutCancel(ctx), svc, w.FirstClient+c, in)
 				if out.Outcome == Unknown && (w.OnUnknown == nil || !w.OnUnknown(ctx)) {
 					return
 				}

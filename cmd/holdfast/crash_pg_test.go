@@ -2,13 +2,49 @@ package main
 
 import (
 	"context"
-	"math/rand/v2"
+	"crypto/rand"
+	"encoding/hex"
+	mathrand "math/rand/v2"
+	"os/exec"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/holdfast/holdfast/internal/histcheck"
 )
+
+// crashSchema creates a fresh schema with "holdfast migrate" and drops it
+// when the test ends. Killed nodes' database sessions may still hold locks
+// for a moment, so a drop that deadlocks with them is tried again.
+func crashSchema(t *testing.T, dsn string) string {
+	t.Helper()
+	b := make([]byte, 6)
+	rand.Read(b)
+	schema := "hf_crash_" + hex.EncodeToString(b)
+	if out, err := exec.Command(binary, "migrate", "--store", dsn, "--schema", schema).CombinedOutput(); err != nil {
+		t.Fatalf("holdfast migrate: %v\n%s", err, out)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		var err error
+		for attempt := 0; attempt < 10; attempt++ {
+			var conn *pgx.Conn
+			if conn, err = pgx.Connect(ctx, dsn); err == nil {
+				_, err = conn.Exec(ctx, `DROP SCHEMA `+schema+` CASCADE`)
+				conn.Close(ctx)
+			}
+			if err == nil {
+				return
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		t.Errorf("dropping schema %s: %v", schema, err)
+	})
+	return schema
+}
 
 // TestKill9NodesHistory runs three holdfast serve processes on one
 // PostgreSQL schema with clients on every node working on the same keys,
@@ -20,7 +56,7 @@ import (
 func TestKill9NodesHistory(t *testing.T) {
 	t.Parallel()
 	dsn := postgresDSN(t)
-	schema := migratedSchema(t, dsn)
+	schema := crashSchema(t, dsn)
 	rounds := crashRounds(t)
 	const nodes, clients = 3, 4
 	procs := make([]*serveProcess, nodes)
@@ -28,7 +64,7 @@ func TestKill9NodesHistory(t *testing.T) {
 		procs[i] = startNode(t, dsn, schema)
 	}
 	rec := histcheck.NewRecorder(24 * time.Hour)
-	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 1))
+	rng := mathrand.New(mathrand.NewPCG(uint64(time.Now().UnixNano()), 1))
 	family := histcheck.Workload{Prefix: "pgcrash", Families: 4}
 	ctx := context.Background()
 

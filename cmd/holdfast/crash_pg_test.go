@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	mathrand "math/rand/v2"
 	"os/exec"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -15,16 +16,21 @@ import (
 	"github.com/holdfast/holdfast/internal/histcheck"
 )
 
-// crashSchema creates a fresh schema with "holdfast migrate" and drops it
-// when the test ends. Killed nodes' database sessions may still hold locks
+// migratedSchema creates a fresh schema with "holdfast migrate", checks
+// that the command reports the schema's version, and drops the schema when
+// the test ends. Killed nodes' database sessions may still hold locks
 // for a moment, so a drop that deadlocks with them is tried again.
-func crashSchema(t *testing.T, dsn string) string {
+func migratedSchema(t *testing.T, dsn string) string {
 	t.Helper()
 	b := make([]byte, 6)
 	rand.Read(b)
 	schema := "hf_crash_" + hex.EncodeToString(b)
-	if out, err := exec.Command(binary, "migrate", "--store", dsn, "--schema", schema).CombinedOutput(); err != nil {
+	out, err := exec.Command(binary, "migrate", "--store", dsn, "--schema", schema).CombinedOutput()
+	if err != nil {
 		t.Fatalf("holdfast migrate: %v\n%s", err, out)
+	}
+	if !strings.Contains(string(out), "schema "+schema+" is at version") {
+		t.Fatalf("holdfast migrate printed %q, want the schema's version", out)
 	}
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -56,7 +62,7 @@ func crashSchema(t *testing.T, dsn string) string {
 func TestKill9NodesHistory(t *testing.T) {
 	t.Parallel()
 	dsn := postgresDSN(t)
-	schema := crashSchema(t, dsn)
+	schema := migratedSchema(t, dsn)
 	rounds := crashRounds(t)
 	const nodes, clients = 3, 4
 	procs := make([]*serveProcess, nodes)

@@ -2,8 +2,6 @@ package main
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -17,8 +15,6 @@ import (
 	"syscall"
 	"testing"
 	"time"
-
-	"github.com/jackc/pgx/v5"
 
 	"github.com/holdfast/holdfast"
 	"github.com/holdfast/holdfast/client"
@@ -36,36 +32,6 @@ func postgresDSN(t *testing.T) string {
 		t.Skip("HOLDFAST_TEST_POSTGRES is not set")
 	}
 	return dsn
-}
-
-// migratedSchema creates a fresh schema with "holdfast migrate" and drops
-// it when the test ends.
-func migratedSchema(t *testing.T, dsn string) string {
-	t.Helper()
-	b := make([]byte, 6)
-	rand.Read(b)
-	schema := "hf_cmd_" + hex.EncodeToString(b)
-	out, err := exec.Command(binary, "migrate", "--store", dsn, "--schema", schema).CombinedOutput()
-	if err != nil {
-		t.Fatalf("holdfast migrate: %v\n%s", err, out)
-	}
-	if !strings.Contains(string(out), "schema "+schema+" is at version") {
-		t.Fatalf("holdfast migrate printed %q, want the schema's version", out)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		conn, err := pgx.Connect(ctx, dsn)
-		if err != nil {
-			t.Errorf("dropping schema %s: %v", schema, err)
-			return
-		}
-		defer conn.Close(ctx)
-		if _, err := conn.Exec(ctx, `DROP SCHEMA `+schema+` CASCADE`); err != nil {
-			t.Errorf("dropping schema %s: %v", schema, err)
-		}
-	})
-	return schema
 }
 
 // startNode runs "holdfast serve" on a PostgreSQL schema, sweeping often

@@ -1,7 +1,7 @@
 # The test command of the README and of CI.
 GO ?= go
 
-.PHONY: test build vet fmt
+.PHONY: test build vet fmt fuzz
 
 test: vet
 	$(GO) test -race -count=1 ./...
@@ -13,3 +13,12 @@ vet:
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
 	if [ -n "$$unformatted" ]; then echo "not gofmt-clean:"; echo "$$unformatted"; exit 1; fi
 	$(GO) vet ./...
+
+# A short run of every fuzz target (FUZZTIME=10m for a long one); the seed
+# corpora under testdata/ also run with every "make test".
+FUZZTIME ?= 10s
+fuzz:
+	$(GO) test -run '^$$' -fuzz '^FuzzKeys$$' -fuzztime $(FUZZTIME) .
+	$(GO) test -run '^$$' -fuzz '^FuzzOperations$$' -fuzztime $(FUZZTIME) .
+	$(GO) test -run '^$$' -fuzz '^FuzzRequestBodies$$' -fuzztime $(FUZZTIME) ./server
+	$(GO) test -run '^$$' -fuzz '^FuzzQueries$$' -fuzztime $(FUZZTIME) ./server

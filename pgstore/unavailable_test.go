@@ -3,87 +3,17 @@ package pgstore_test
 import (
 	"context"
 	"errors"
-	"io"
-	"net"
 	"net/url"
 	"os"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/holdfast/holdfast/internal/tcpproxy"
 	"github.com/holdfast/holdfast/pgstore"
 	"github.com/holdfast/holdfast/store"
 )
-
-// proxy forwards TCP connections to PostgreSQL until it is stopped, which
-// cuts every connection at once, as a crashed or unreachable database
-// would; start listens again on the same address.
-type proxy struct {
-	addr, target string
-	mu           sync.Mutex
-	ln           net.Listener
-	conns        map[net.Conn]bool
-	wg           sync.WaitGroup
-}
-
-func startProxy(t *testing.T, target string) *proxy {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := &proxy{addr: ln.Addr().String(), target: target, conns: map[net.Conn]bool{}}
-	p.serve(ln)
-	t.Cleanup(p.stop)
-	return p
-}
-
-func (p *proxy) start(t *testing.T) {
-	ln, err := net.Listen("tcp", p.addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p.serve(ln)
-}
-
-func (p *proxy) serve(ln net.Listener) {
-	p.mu.Lock()
-	p.ln = ln
-	p.mu.Unlock()
-	p.wg.Go(func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			up, err := net.Dial("tcp", p.target)
-			if err != nil {
-				c.Close()
-				continue
-			}
-			p.mu.Lock()
-			p.conns[c], p.conns[up] = true, true
-			p.mu.Unlock()
-			p.wg.Go(func() { io.Copy(up, c); up.Close() })
-			p.wg.Go(func() { io.Copy(c, up); c.Close() })
-		}
-	})
-}
-
-func (p *proxy) stop() {
-	p.mu.Lock()
-	if p.ln != nil {
-		p.ln.Close()
-		p.ln = nil
-	}
-	for c := range p.conns {
-		c.Close()
-	}
-	clear(p.conns)
-	p.mu.Unlock()
-	p.wg.Wait()
-}
 
 // When the database cannot be reached, every call fails with
 // store.ErrUnavailable, nothing is decided, and the store serves again by
@@ -97,8 +27,8 @@ func TestUnreachableDatabaseIsUnavailable(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := startProxy(t, u.Host)
-	u.Host = p.addr
+	p := tcpproxy.New(t, u.Host)
+	u.Host = p.Addr()
 	cfg, err := pgxpool.ParseConfig(u.String())
 	if err != nil {
 		t.Fatal(err)
@@ -120,7 +50,7 @@ func TestUnreachableDatabaseIsUnavailable(t *testing.T) {
 		t.Fatalf("Update through the proxy: %v", err)
 	}
 
-	p.stop()
+	p.Cut()
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()
 	for name, err := range map[string]error{
@@ -136,7 +66,7 @@ func TestUnreachableDatabaseIsUnavailable(t *testing.T) {
 		t.Errorf("New with the database gone = %v, want ErrUnavailable", err)
 	}
 
-	p.start(t)
+	p.Restore()
 	if err := s.Ping(ctx); err != nil {
 		t.Fatalf("Ping once the database is back: %v", err)
 	}

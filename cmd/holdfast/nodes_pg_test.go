@@ -18,6 +18,7 @@ import (
 
 	"github.com/holdfast/holdfast"
 	"github.com/holdfast/holdfast/client"
+	"github.com/holdfast/holdfast/internal/tcpproxy"
 )
 
 // postgresDSN is the database the PostgreSQL tests use; without one they
@@ -277,75 +278,6 @@ func TestNodesKillOneLosesNothingAcknowledged(t *testing.T) {
 	}
 }
 
-// tcpProxy forwards connections to PostgreSQL until stopped, which cuts
-// them all at once as a crashed or unreachable database would; start
-// listens on the same address again. The machine's own PostgreSQL stays
-// up for the other tests.
-type tcpProxy struct {
-	addr, target string
-	mu           sync.Mutex
-	ln           net.Listener
-	conns        map[net.Conn]bool
-	wg           sync.WaitGroup
-}
-
-func newTCPProxy(t *testing.T, target string) *tcpProxy {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := &tcpProxy{addr: ln.Addr().String(), target: target, conns: map[net.Conn]bool{}}
-	p.accept(ln)
-	t.Cleanup(p.stop)
-	return p
-}
-
-func (p *tcpProxy) start(t *testing.T) {
-	ln, err := net.Listen("tcp", p.addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p.accept(ln)
-}
-
-func (p *tcpProxy) accept(ln net.Listener) {
-	p.mu.Lock()
-	p.ln = ln
-	p.mu.Unlock()
-	p.wg.Go(func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			up, err := net.Dial("tcp", p.target)
-			if err != nil {
-				c.Close()
-				continue
-			}
-			p.mu.Lock()
-			p.conns[c], p.conns[up] = true, true
-			p.mu.Unlock()
-			p.wg.Go(func() { io.Copy(up, c); up.Close() })
-			p.wg.Go(func() { io.Copy(c, up); c.Close() })
-		}
-	})
-}
-
-func (p *tcpProxy) stop() {
-	p.mu.Lock()
-	if p.ln != nil {
-		p.ln.Close()
-		p.ln = nil
-	}
-	for c := range p.conns {
-		c.Close()
-	}
-	clear(p.conns)
-	p.mu.Unlock()
-	p.wg.Wait()
-}
-
 // While PostgreSQL is unreachable the server answers at once with 503
 // unavailable and Retry-After, /readyz says 503, nothing is granted; it
 // serves again by itself when the database is back.
@@ -357,8 +289,8 @@ func TestNodeUnreachableDatabase(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	proxy := newTCPProxy(t, u.Host)
-	u.Host = proxy.addr
+	proxy := tcpproxy.New(t, u.Host)
+	u.Host = proxy.Addr()
 	q := u.Query()
 	q.Set("connect_timeout", "2")
 	u.RawQuery = q.Encode()
@@ -368,7 +300,7 @@ func TestNodeUnreachableDatabase(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	proxy.stop()
+	proxy.Cut()
 	for i := range 5 {
 		start := time.Now()
 		_, err := acquire(c, "policy/1", fmt.Sprintf("during-%d", i))
@@ -390,7 +322,7 @@ func TestNodeUnreachableDatabase(t *testing.T) {
 		t.Errorf("/healthz with the database gone: %d, want 200 (the process is alive)", code)
 	}
 
-	proxy.start(t)
+	proxy.Restore()
 	deadline := time.Now().Add(20 * time.Second)
 	for {
 		code, _ := get(node.url + "/readyz")

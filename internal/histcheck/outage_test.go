@@ -13,7 +13,6 @@ import (
 	"os/exec"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -22,6 +21,7 @@ import (
 	"github.com/holdfast/holdfast"
 	"github.com/holdfast/holdfast/client"
 	"github.com/holdfast/holdfast/internal/histcheck"
+	"github.com/holdfast/holdfast/internal/tcpproxy"
 	"github.com/holdfast/holdfast/pgstore"
 	"github.com/holdfast/holdfast/server"
 )
@@ -63,76 +63,6 @@ func newSchema(t *testing.T, dsn string) string {
 	return schema
 }
 
-// proxy forwards TCP connections to PostgreSQL until it is cut: then it
-// drops every open connection and refuses new ones, as a database that
-// went away would look to the store.
-type proxy struct {
-	ln     net.Listener
-	target string
-
-	mu    sync.Mutex
-	down  bool
-	conns map[net.Conn]bool
-}
-
-func newProxy(t *testing.T, target string) *proxy {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := &proxy{ln: ln, target: target, conns: map[net.Conn]bool{}}
-	go p.serve()
-	t.Cleanup(func() {
-		ln.Close()
-		p.cut()
-	})
-	return p
-}
-
-func (p *proxy) serve() {
-	for {
-		c, err := p.ln.Accept()
-		if err != nil {
-			return
-		}
-		p.mu.Lock()
-		down := p.down
-		p.mu.Unlock()
-		if down {
-			c.Close()
-			continue
-		}
-		up, err := net.Dial("tcp", p.target)
-		if err != nil {
-			c.Close()
-			continue
-		}
-		p.mu.Lock()
-		p.conns[c], p.conns[up] = true, true
-		p.mu.Unlock()
-		go func() { io.Copy(up, c); up.Close() }()
-		go func() { io.Copy(c, up); c.Close() }()
-	}
-}
-
-// cut drops every connection and refuses new ones until restore.
-func (p *proxy) cut() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.down = true
-	for c := range p.conns {
-		c.Close()
-	}
-	clear(p.conns)
-}
-
-func (p *proxy) restore() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.down = false
-}
-
 // TestPostgresOutage runs the history workload through the real server on
 // the PostgreSQL store while the database goes away three times (every
 // connection cut, new ones refused) and, when HOLDFAST_TEST_POSTGRES_RESTART
@@ -150,8 +80,8 @@ func TestPostgresOutage(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	px := newProxy(t, net.JoinHostPort(cfg.ConnConfig.Host, strconv.Itoa(int(cfg.ConnConfig.Port))))
-	host, port, _ := net.SplitHostPort(px.ln.Addr().String())
+	px := tcpproxy.New(t, net.JoinHostPort(cfg.ConnConfig.Host, strconv.Itoa(int(cfg.ConnConfig.Port))))
+	host, port, _ := net.SplitHostPort(px.Addr())
 	cfg.ConnConfig.Host = host
 	p, _ := strconv.Atoi(port)
 	cfg.ConnConfig.Port = uint16(p)
@@ -210,7 +140,7 @@ func TestPostgresOutage(t *testing.T) {
 		name          string
 		stop, restart func()
 	}
-	cut := outage{"connections cut", px.cut, px.restore}
+	cut := outage{"connections cut", px.Cut, px.Restore}
 	outages := []outage{cut, cut, cut}
 	stopCmd, startCmd := os.Getenv("HOLDFAST_TEST_POSTGRES_STOP"), os.Getenv("HOLDFAST_TEST_POSTGRES_START")
 	if stopCmd != "" && startCmd != "" {

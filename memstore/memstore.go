@@ -35,7 +35,7 @@ var _ store.Store = (*Store)(nil)
 
 // New returns an empty store.
 func New(cfg Config) *Store {
-	return &Store{db: memdb.New(cfg.Now)}
+	return &Store{db: memdb.New(cfg.Now, memdb.Options{AuditInMemory: true})}
 }
 
 var errClosed = fmt.Errorf("memstore: closed: %w", store.ErrUnavailable)

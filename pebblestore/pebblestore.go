@@ -1,6 +1,7 @@
-// Package pebblestore is holdfast's embedded durable store: every record is
-// held in memory, where transactions run, and written to a Pebble database
-// in a local directory before any answer that depends on it is given.
+// Package pebblestore is holdfast's embedded durable store: every record
+// but the audit log is held in memory, where transactions run, and written
+// to a Pebble database in a local directory before any answer that depends
+// on it is given. The audit log is kept in Pebble only.
 //
 // Writes are group-committed and pipelined: the commits made while the
 // previous group was being handed to Pebble form the next group, which is
@@ -63,6 +64,16 @@ type Store struct {
 	// syncing carries appended groups, in log order, to the goroutine
 	// that waits for their fsync.
 	syncing chan *group
+	// prunedThrough is the highest audit ID a committed PruneAudit
+	// deleted, where the next one starts; used under the engine's write
+	// lock.
+	prunedThrough uint64
+
+	// dbMu keeps Close from closing the database under a reader of the
+	// audit log.
+	dbMu     sync.RWMutex
+	dbClosed bool
+
 	// failed is set once a write failed; it never clears.
 	failed error
 	closed bool
@@ -105,7 +116,7 @@ func Open(dir string, cfg Config) (*Store, error) {
 		return nil, fmt.Errorf("pebblestore: open %s: %w", dir, err)
 	}
 	s := &Store{
-		mem:     memdb.New(cfg.Now),
+		mem:     memdb.New(cfg.Now, memdb.Options{}),
 		db:      db,
 		log:     cfg.Logger,
 		unlock:  unlock,
@@ -119,17 +130,18 @@ func Open(dir string, cfg Config) (*Store, error) {
 		unlock()
 		return nil, fmt.Errorf("pebblestore: load %s: %w", dir, err)
 	}
-	locks, sessions, audit := s.mem.Size()
+	locks, sessions, _ := s.mem.Size()
+	_, lastAudit := s.mem.Counters()
 	s.log.Info("pebblestore: opened", slog.String("dir", dir), slog.Int("locks", locks),
-		slog.Int("sessions", sessions), slog.Int("audit_entries", audit), slog.Duration("took", time.Since(start)))
+		slog.Int("sessions", sessions), slog.Uint64("last_audit_id", lastAudit), slog.Duration("took", time.Since(start)))
 	s.filling = s.newGroup()
 	go s.commitLoop()
 	go s.syncLoop()
 	return s, nil
 }
 
-// load reads every record into memory, or refuses a layout it does not
-// know.
+// load reads every record but the audit log into memory, or refuses a
+// layout it does not know.
 func (s *Store) load() error {
 	v, closer, err := s.db.Get(formatKey)
 	switch {
@@ -146,7 +158,8 @@ func (s *Store) load() error {
 			return fmt.Errorf("data format %v, this build reads %d", v, formatVersion)
 		}
 	}
-	it, err := s.db.NewIter(nil)
+	// The audit range sorts first; only its last ID matters here.
+	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: auditEnd})
 	if err != nil {
 		return err
 	}
@@ -156,7 +169,17 @@ func (s *Store) load() error {
 			return fmt.Errorf("record %q: %w", it.Key(), err)
 		}
 	}
-	return it.Close()
+	if err := it.Close(); err != nil {
+		return err
+	}
+	// The audit counter is written with every entry; the last entry is
+	// read too, so that no ID can ever be assigned twice.
+	last, err := s.lastAuditID()
+	if err != nil {
+		return err
+	}
+	s.mem.Restore(memdb.Change{Kind: memdb.KindCounter, Counter: memdb.CounterAudit, Value: last})
+	return nil
 }
 
 func (s *Store) restore(key, value []byte) error {
@@ -175,9 +198,6 @@ func (s *Store) restore(key, value []byte) error {
 	case prefixLost:
 		c.Kind = memdb.KindLost
 		c.Lost, err = decodeLost(value)
-	case prefixAudit:
-		c.Kind = memdb.KindAudit
-		c.Audit, err = decodeAudit(value)
 	case prefixCounter:
 		if len(key) != 2 || len(value) != 8 {
 			return errCorrupt
@@ -212,7 +232,20 @@ func (s *Store) Update(ctx context.Context, fn func(store.Tx) error) error {
 		return err
 	}
 	var wait *group
-	err := s.mem.Update(fn, func(changes []memdb.Change) { wait = s.enqueue(changes) })
+	t := auditTx{s: s}
+	committed := false
+	err := s.mem.Update(func(tx store.Tx) error {
+		t.Tx = tx
+		err := fn(&t)
+		committed = err == nil
+		return err
+	}, func(changes []memdb.Change) {
+		if committed && len(t.pruned) > 0 {
+			changes = append(changes, t.deletions()...)
+			s.prunedThrough = t.pruned[len(t.pruned)-1]
+		}
+		wait = s.enqueue(changes)
+	})
 	if werr := s.waitDurable(wait); werr != nil {
 		return werr
 	}
@@ -226,7 +259,9 @@ func (s *Store) View(ctx context.Context, fn func(store.ReadTx) error) error {
 		return err
 	}
 	var wait *group
-	err := s.mem.View(fn, func() { wait = s.enqueue(nil) })
+	err := s.mem.View(func(tx store.ReadTx) error {
+		return fn(auditReader{ReadTx: tx, s: s})
+	}, func() { wait = s.enqueue(nil) })
 	if werr := s.waitDurable(wait); werr != nil {
 		return werr
 	}
@@ -430,7 +465,10 @@ func (s *Store) Close() error {
 	close(s.wake)
 	s.mu.Unlock()
 	<-s.done
+	s.dbMu.Lock()
+	s.dbClosed = true
 	err := s.db.Close()
+	s.dbMu.Unlock()
 	if uerr := s.unlock(); err == nil {
 		err = uerr
 	}

@@ -45,30 +45,44 @@ type Engine struct {
 	auditByAt   *btree.BTreeG[auditAtItem]
 	lastToken   uint64
 	lastAuditID uint64
-	tx          tx // reused by every Update; only used under mu
+	// auditInMemory is false when the durable store keeps the audit log
+	// itself: AppendAudit then only numbers entries and reports them.
+	auditInMemory bool
+	tx            tx // reused by every Update; only used under mu
+}
+
+// Options configures an Engine.
+type Options struct {
+	// AuditInMemory keeps audit entries in the engine, where Audit and
+	// PruneAudit find them. Without it AppendAudit still assigns IDs and
+	// reports each entry in the change set, but nothing keeps it: the
+	// durable store must store, list and prune the log itself, which
+	// keeps a long retention out of memory.
+	AuditInMemory bool
 }
 
 // New returns an empty engine. now is its clock; nil means time.Now.
-func New(now func() time.Time) *Engine {
+func New(now func() time.Time, opts Options) *Engine {
 	if now == nil {
 		now = time.Now
 	}
 	e := &Engine{
-		now:          now,
-		locks:        btree.NewG(btreeDegree, lessPair),
-		locksBySess:  btree.NewG(btreeDegree, lessBySession),
-		locksByExpry: btree.NewG(btreeDegree, lessExpiry),
-		sessions:     make(map[string]*store.Session),
-		liveSessions: btree.NewG(btreeDegree, lessSession),
-		idleSessions: btree.NewG(btreeDegree, lessTimedSession),
-		endedSession: btree.NewG(btreeDegree, lessTimedSession),
-		aggRoot:      make(map[string]string),
-		aggByMember:  btree.NewG(btreeDegree, lessAgg),
-		aggByRoot:    btree.NewG(btreeDegree, lessAgg),
-		lost:         btree.NewG(btreeDegree, lessLost),
-		lostByAt:     btree.NewG(btreeDegree, lessLostAt),
-		audit:        btree.NewG(btreeDegree, lessAudit),
-		auditByAt:    btree.NewG(btreeDegree, lessAuditAt),
+		now:           now,
+		auditInMemory: opts.AuditInMemory,
+		locks:         btree.NewG(btreeDegree, lessPair),
+		locksBySess:   btree.NewG(btreeDegree, lessBySession),
+		locksByExpry:  btree.NewG(btreeDegree, lessExpiry),
+		sessions:      make(map[string]*store.Session),
+		liveSessions:  btree.NewG(btreeDegree, lessSession),
+		idleSessions:  btree.NewG(btreeDegree, lessTimedSession),
+		endedSession:  btree.NewG(btreeDegree, lessTimedSession),
+		aggRoot:       make(map[string]string),
+		aggByMember:   btree.NewG(btreeDegree, lessAgg),
+		aggByRoot:     btree.NewG(btreeDegree, lessAgg),
+		lost:          btree.NewG(btreeDegree, lessLost),
+		lostByAt:      btree.NewG(btreeDegree, lessLostAt),
+		audit:         btree.NewG(btreeDegree, lessAudit),
+		auditByAt:     btree.NewG(btreeDegree, lessAuditAt),
 	}
 	e.tx.e = e
 	return e
@@ -193,7 +207,9 @@ func (e *Engine) Restore(c Change) {
 			e.putLost(c.Lost)
 		}
 	case KindAudit:
-		if c.Delete {
+		if !e.auditInMemory {
+			e.lastAuditID = max(e.lastAuditID, c.Audit.ID)
+		} else if c.Delete {
 			e.deleteAudit(c.Audit.ID)
 		} else {
 			e.putAudit(c.Audit)
@@ -216,7 +232,8 @@ func (e *Engine) Counters() (token, auditID uint64) {
 	return e.lastToken, e.lastAuditID
 }
 
-// Size reports how many locks, sessions and audit entries are held.
+// Size reports how many locks, sessions and audit entries are held in
+// memory.
 func (e *Engine) Size() (locks, sessions, audit int) {
 	e.mu.RLock()
 	defer e.mu.RUnlock()

@@ -57,7 +57,7 @@ func keysOf(locks []store.Lock) []string {
 
 func TestRelatedFindsExactAncestorsAndDescendantsOnly(t *testing.T) {
 	t.Parallel()
-	e := New(fixedClock)
+	e := New(fixedClock, Options{AuditInMemory: true})
 	putLocks(t, e,
 		lockOn("order", "a", time.Hour),
 		lockOn("order/4", "a", time.Hour),
@@ -102,7 +102,7 @@ func TestRelatedFindsExactAncestorsAndDescendantsOnly(t *testing.T) {
 
 func TestExpiredLocksOldestFirstAndMovedByRenewal(t *testing.T) {
 	t.Parallel()
-	e := New(fixedClock)
+	e := New(fixedClock, Options{AuditInMemory: true})
 	putLocks(t, e,
 		lockOn("a", "s", 3*time.Minute),
 		lockOn("b", "s", 1*time.Minute),
@@ -177,7 +177,7 @@ func takeSnapshot(t *testing.T, e *Engine) snapshot {
 
 // seed writes one record of every kind and returns the engine.
 func seed(t *testing.T) *Engine {
-	e := New(fixedClock)
+	e := New(fixedClock, Options{AuditInMemory: true})
 	mustUpdate(t, e, func(tx store.Tx) error {
 		tok, _ := tx.NextToken()
 		l := lockOn("order/1", "s1", time.Hour)
@@ -329,7 +329,7 @@ func TestReadOnlyUpdateCommitsNil(t *testing.T) {
 
 func TestLockCursorsAndFilters(t *testing.T) {
 	t.Parallel()
-	e := New(fixedClock)
+	e := New(fixedClock, Options{AuditInMemory: true})
 	var all []store.Lock
 	for _, k := range []string{"a/1", "a/2", "a/20", "b/1", "b/2"} {
 		for _, s := range []string{"s1", "s2"} {
@@ -384,7 +384,7 @@ func TestLockCursorsAndFilters(t *testing.T) {
 
 func TestSessionIndexes(t *testing.T) {
 	t.Parallel()
-	e := New(fixedClock)
+	e := New(fixedClock, Options{AuditInMemory: true})
 	mustUpdate(t, e, func(tx store.Tx) error {
 		tx.PutSession(store.Session{ID: "a", User: "u1", LastSeen: t0, IdleTimeout: 5 * time.Minute})
 		tx.PutSession(store.Session{ID: "b", User: "u2", LastSeen: t0, IdleTimeout: time.Minute})
@@ -435,7 +435,7 @@ func TestSessionIndexes(t *testing.T) {
 
 func TestAggregatesLostAndAudit(t *testing.T) {
 	t.Parallel()
-	e := New(fixedClock)
+	e := New(fixedClock, Options{AuditInMemory: true})
 	mustUpdate(t, e, func(tx store.Tx) error {
 		tx.PutAggregate(store.Aggregate{Member: "asset/9", Root: "lease/3"})
 		tx.PutAggregate(store.Aggregate{Member: "asset/1", Root: "lease/3"})
@@ -516,7 +516,7 @@ func TestRestoreRebuildsState(t *testing.T) {
 		return nil
 	}, func(c []Change) { log = append(log, c...) })
 	// Replaying a full dump of src into a fresh engine gives the same state.
-	dst := New(fixedClock)
+	dst := New(fixedClock, Options{AuditInMemory: true})
 	var dump []Change
 	src.locks.Ascend(func(it pairItem) bool { dump = append(dump, Change{Kind: KindLock, Lock: it.lock}); return true })
 	for _, s := range src.sessions {

@@ -218,15 +218,10 @@ func (r reader) LostBefore(before time.Time, limit int) ([]store.Lost, error) {
 func (r reader) Audit(q store.AuditQuery) ([]store.AuditEntry, error) {
 	var out []store.AuditEntry
 	visit := func(it auditItem) bool {
-		e := it.entry
-		if (q.Key != "" && !covers(q.Key, e.Lock.Key)) ||
-			(q.Session != "" && e.Lock.Session != q.Session) ||
-			(q.User != "" && e.Lock.User != q.User) ||
-			(q.Event != "" && e.Event != q.Event) ||
-			(!q.Since.IsZero() && e.At.Before(q.Since)) {
+		if !AuditMatches(q, it.entry) {
 			return true
 		}
-		out = append(out, *e)
+		out = append(out, *it.entry)
 		return q.Limit <= 0 || len(out) < q.Limit
 	}
 	switch {
@@ -238,4 +233,14 @@ func (r reader) Audit(q store.AuditQuery) ([]store.AuditEntry, error) {
 		r.e.audit.AscendGreaterOrEqual(auditItem{id: q.After + 1}, visit)
 	}
 	return out, nil
+}
+
+// AuditMatches reports whether e passes q's filters (not its cursor or
+// limit), for a store that lists the audit log itself.
+func AuditMatches(q store.AuditQuery, e *store.AuditEntry) bool {
+	return (q.Key == "" || covers(q.Key, e.Lock.Key)) &&
+		(q.Session == "" || e.Lock.Session == q.Session) &&
+		(q.User == "" || e.Lock.User == q.User) &&
+		(q.Event == "" || e.Event == q.Event) &&
+		(q.Since.IsZero() || !e.At.Before(q.Since))
 }

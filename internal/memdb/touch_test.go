@@ -10,7 +10,7 @@ import (
 
 func TestTouchSessionIsLazyOnlyWhenNothingElseWroteTheSession(t *testing.T) {
 	t.Parallel()
-	e := New(fixedClock)
+	e := New(fixedClock, Options{AuditInMemory: true})
 	s := store.Session{ID: "s-81", LastSeen: t0}
 	mustUpdate(t, e, func(tx store.Tx) error { return tx.PutSession(s) })
 

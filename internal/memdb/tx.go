@@ -15,6 +15,9 @@ type tx struct {
 	startToken uint64
 	startAudit uint64
 	touches    int // TouchSession calls, for changes to tell lazy records
+	// appended holds the entries AppendAudit numbered when the engine
+	// does not keep the audit log.
+	appended []*store.AuditEntry
 }
 
 var (
@@ -40,6 +43,7 @@ const undoCap = 1024
 func (t *tx) begin(now time.Time) {
 	t.reader.now = now
 	t.undo = t.undo[:0]
+	t.appended = t.appended[:0]
 	t.touches = 0
 	t.startToken, t.startAudit = t.e.lastToken, t.e.lastAuditID
 }
@@ -48,6 +52,10 @@ func (t *tx) end() {
 	clear(t.undo)
 	if cap(t.undo) > undoCap {
 		t.undo = nil
+	}
+	clear(t.appended)
+	if cap(t.appended) > undoCap {
+		t.appended = nil
 	}
 }
 
@@ -98,7 +106,7 @@ func (t *tx) rollback() {
 // touched, once each, in the order first touched, then the counters that
 // moved. Records that were created and then deleted again are left out.
 func (t *tx) changes() []Change {
-	n := len(t.undo)
+	n := len(t.undo) + len(t.appended)
 	if t.e.lastToken != t.startToken {
 		n++
 	}
@@ -128,6 +136,9 @@ func (t *tx) changes() []Change {
 			c.Lazy = t.touches > 0 && u.kind == KindSession && !strict[u.a]
 			out = append(out, c)
 		}
+	}
+	for _, a := range t.appended {
+		out = append(out, Change{Kind: KindAudit, Audit: a})
 	}
 	if t.e.lastToken != t.startToken {
 		out = append(out, Change{Kind: KindCounter, Counter: CounterToken, Value: t.e.lastToken})
@@ -284,6 +295,10 @@ func (t *tx) DeleteLost(session, key string, token uint64) error {
 func (t *tx) AppendAudit(e store.AuditEntry) (uint64, error) {
 	t.e.lastAuditID++
 	e.ID = t.e.lastAuditID
+	if !t.e.auditInMemory {
+		t.appended = append(t.appended, &e)
+		return e.ID, nil
+	}
 	t.e.putAudit(&e)
 	t.undo = append(t.undo, undo{kind: KindAudit, n: e.ID})
 	return e.ID, nil

@@ -1,0 +1,154 @@
+package pebblestore
+
+import (
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2"
+
+	"github.com/holdfast/holdfast/internal/memdb"
+	"github.com/holdfast/holdfast/store"
+)
+
+// The audit log lives only in Pebble: memdb numbers each entry and hands it
+// over in the change set, and the store lists and prunes the log from disk,
+// so a long retention costs disk, not memory.
+//
+// Audit reads what Pebble holds: every commit whose Update has returned.
+// Inside an Update it does not see entries appended by that transaction;
+// the Manager reads the log only in View.
+
+// auditReader serves Audit from Pebble and the rest from memory.
+type auditReader struct {
+	store.ReadTx
+	s *Store
+}
+
+func (r auditReader) Audit(q store.AuditQuery) ([]store.AuditEntry, error) {
+	return r.s.listAudit(q)
+}
+
+// auditTx serves Audit and PruneAudit from Pebble. The IDs it prunes are
+// written as deletions with the transaction's changes, if it commits.
+type auditTx struct {
+	store.Tx
+	s      *Store
+	pruned []uint64
+}
+
+var _ store.Toucher = (*auditTx)(nil)
+
+// TouchSession keeps memdb's lazy session writes, which the Manager finds
+// by asserting store.Toucher.
+func (t *auditTx) TouchSession(sess store.Session) error {
+	return t.Tx.(store.Toucher).TouchSession(sess)
+}
+
+func (t *auditTx) Audit(q store.AuditQuery) ([]store.AuditEntry, error) {
+	return t.s.listAudit(q)
+}
+
+// PruneAudit deletes the oldest entries in ID order, on the ground that At
+// grows with ID in one store; it stops at the first entry it keeps, so it
+// never walks the entries it keeps.
+func (t *auditTx) PruneAudit(before time.Time, limit int) (int, error) {
+	from := t.s.prunedThrough + 1
+	if n := len(t.pruned); n > 0 {
+		from = t.pruned[n-1] + 1
+	}
+	n := 0
+	err := t.s.scanAudit(&pebble.IterOptions{LowerBound: auditKey(nil, from), UpperBound: auditEnd}, false,
+		func(e *store.AuditEntry) bool {
+			if !e.At.Before(before) || (limit > 0 && n >= limit) {
+				return false
+			}
+			t.pruned = append(t.pruned, e.ID)
+			n++
+			return true
+		})
+	if err != nil {
+		return 0, err
+	}
+	return n, nil
+}
+
+// deletions returns the changes that delete what the transaction pruned.
+func (t *auditTx) deletions() []memdb.Change {
+	out := make([]memdb.Change, len(t.pruned))
+	for i, id := range t.pruned {
+		out[i] = memdb.Change{Kind: memdb.KindAudit, Delete: true, Audit: &store.AuditEntry{ID: id}}
+	}
+	return out
+}
+
+// auditEnd bounds the audit key range from above.
+var auditEnd = []byte{prefixAudit + 1}
+
+// listAudit answers an audit query by walking the log by ID from the
+// cursor, forward or (Newest) backward, and filtering like memdb does.
+func (s *Store) listAudit(q store.AuditQuery) ([]store.AuditEntry, error) {
+	opts := &pebble.IterOptions{LowerBound: auditKey(nil, 0), UpperBound: auditEnd}
+	switch {
+	case q.Newest && q.Before > 0:
+		opts.UpperBound = auditKey(nil, q.Before)
+	case q.Newest:
+	case q.After == math.MaxUint64:
+		return nil, nil
+	default:
+		opts.LowerBound = auditKey(nil, q.After+1)
+	}
+	var out []store.AuditEntry
+	err := s.scanAudit(opts, q.Newest, func(e *store.AuditEntry) bool {
+		if memdb.AuditMatches(q, e) {
+			out = append(out, *e)
+		}
+		return q.Limit <= 0 || len(out) < q.Limit
+	})
+	return out, err
+}
+
+// scanAudit calls fn with each entry in opts' range, by ID, until fn
+// returns false.
+func (s *Store) scanAudit(opts *pebble.IterOptions, backward bool, fn func(*store.AuditEntry) bool) error {
+	s.dbMu.RLock()
+	defer s.dbMu.RUnlock()
+	if s.dbClosed {
+		return errClosed
+	}
+	it, err := s.db.NewIter(opts)
+	if err != nil {
+		return fmt.Errorf("pebblestore: audit: %w", err)
+	}
+	step := it.Next
+	valid := it.First()
+	if backward {
+		step = it.Prev
+		valid = it.Last()
+	}
+	for ; valid; valid = step() {
+		e, err := decodeAudit(it.Value())
+		if err != nil {
+			it.Close()
+			return fmt.Errorf("pebblestore: audit record %q: %w", it.Key(), err)
+		}
+		if !fn(e) {
+			break
+		}
+	}
+	if err := it.Close(); err != nil {
+		return fmt.Errorf("pebblestore: audit: %w", err)
+	}
+	return nil
+}
+
+// lastAuditID is the highest ID in the log on disk (0 if it is empty).
+func (s *Store) lastAuditID() (uint64, error) {
+	var last uint64
+	err := s.scanAudit(&pebble.IterOptions{LowerBound: auditKey(nil, 0), UpperBound: auditEnd}, true,
+		func(e *store.AuditEntry) bool {
+			last = e.ID
+			return false
+		})
+	return last, err
+}

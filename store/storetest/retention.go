@@ -1,6 +1,7 @@
 package storetest
 
 import (
+	"slices"
 	"time"
 
 	"github.com/holdfast/holdfast"
@@ -9,6 +10,7 @@ import (
 var retentionCases = []testCase{
 	{"LostLocks", testLostLocksRemembered},
 	{"EndedSessions", testEndedSessionsRemembered},
+	{"AuditPruned", testAuditPruned},
 }
 
 // API.md: "Ended sessions and lost locks are remembered for at least 24
@@ -46,5 +48,29 @@ func testEndedSessionsRemembered(e *env) {
 	hb := e.heartbeat("s-carol") // forgotten: a heartbeat starts it afresh
 	if hb.Session.ID != "s-carol" || hb.Session.Locks != 0 || len(hb.Lost) != 0 {
 		e.t.Fatalf("heartbeat after the retention: %+v lost %+v", hb.Session, hb.Lost)
+	}
+}
+
+// Audit entries older than the retention (default 30 days) are pruned by
+// the sweep, oldest first; newer ones stay, in both orders.
+func testAuditPruned(e *env) {
+	e.grant(exclusive("order/1", owner("bob")))
+	e.release("s-bob", "order/1")
+	e.advance(20 * 24 * time.Hour)
+	carol := e.grant(exclusive("order/2", owner("carol")))
+	e.advance(11 * 24 * time.Hour) // bob's entries are 31 days old, carol's 11
+	e.sweep()
+	// Carol's lock (2 h) expired meanwhile: that is recorded now, and kept.
+	got := e.audit(holdfast.AuditQuery{})
+	e.wantAudit("after the sweep", got, "acquired order/2 s-carol", "expired order/2 s-carol")
+	if got[0].Lock.Token != carol.Token {
+		e.t.Fatalf("kept %+v, want carol's grant", got[0])
+	}
+	newest, err := e.m.Audit(e.t.Context(), holdfast.AuditQuery{Newest: true})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	if want := []string{"expired order/2 s-carol", "acquired order/2 s-carol"}; !slices.Equal(auditSigs(newest.Entries), want) {
+		e.t.Fatalf("newest first after the sweep: %q, want %q", auditSigs(newest.Entries), want)
 	}
 }

@@ -167,10 +167,21 @@ func (o *readOp) lostError(session, key string, token uint64) (*LockLostError, e
 	if err != nil {
 		return nil, err
 	}
-	for _, l := range slices.Backward(lost) {
-		if l.Lock.Key != key || (token != 0 && l.Lock.Token != token) {
+	// The record of the grant asked about, else the latest for the key:
+	// older reported records of a key are not kept (see drop).
+	var found *store.Lost
+	for i, l := range slices.Backward(lost) {
+		if l.Lock.Key != key {
 			continue
 		}
+		if found == nil || token != 0 && l.Lock.Token == token {
+			found = &lost[i]
+		}
+		if token == 0 || l.Lock.Token == token {
+			break
+		}
+	}
+	if l := found; l != nil {
 		lk := toLock(l.Lock)
 		e := &LockLostError{Reason: LostReason(l.Reason), Lock: &lk, Actor: l.Actor, ForceReason: l.ForceReason}
 		e.Message = lostMessage(key, e.Reason, l.Actor, l.ForceReason, l.At, o.now)
@@ -227,6 +238,20 @@ func (o *op) record(ev Event, l store.Lock, actor, reason string) error {
 func (o *op) drop(l store.Lock, why LostReason, ev Event, actor, forceReason string, reported bool) error {
 	if err := o.tx.DeleteLock(l.Key, l.Session); err != nil {
 		return err
+	}
+	// One record per session and key is enough to tell why, so older ones
+	// the session has been told about go: a session that locks and
+	// releases the same keys all day keeps a bounded number of records.
+	earlier, err := o.tx.Lost(l.Session)
+	if err != nil {
+		return err
+	}
+	for _, e := range earlier {
+		if e.Lock.Key == l.Key && e.Reported {
+			if err := o.tx.DeleteLost(e.Lock.Session, e.Lock.Key, e.Lock.Token); err != nil {
+				return err
+			}
+		}
 	}
 	lost := store.Lost{Lock: l, Reason: string(why), Actor: actor, ForceReason: forceReason, At: o.now, Reported: reported}
 	if err := o.tx.PutLost(lost); err != nil {

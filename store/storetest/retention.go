@@ -5,12 +5,14 @@ import (
 	"time"
 
 	"github.com/holdfast/holdfast"
+	"github.com/holdfast/holdfast/store"
 )
 
 var retentionCases = []testCase{
 	{"LostLocks", testLostLocksRemembered},
 	{"EndedSessions", testEndedSessionsRemembered},
 	{"AuditPruned", testAuditPruned},
+	{"LostBounded", testLostBounded},
 }
 
 // API.md: "Ended sessions and lost locks are remembered for at least 24
@@ -72,5 +74,40 @@ func testAuditPruned(e *env) {
 	}
 	if want := []string{"expired order/2 s-carol", "acquired order/2 s-carol"}; !slices.Equal(auditSigs(newest.Entries), want) {
 		e.t.Fatalf("newest first after the sweep: %q, want %q", auditSigs(newest.Entries), want)
+	}
+}
+
+// A session that locks and releases the same key again and again keeps
+// one lost record for it, not one per release; a late verify of an older
+// grant still learns that the key was released. A loss the session has not
+// been told about yet (a force release) is kept until its heartbeat.
+func testLostBounded(e *env) {
+	first := e.grant(exclusive("order/1", owner("bob")))
+	e.release("s-bob", "order/1")
+	for range 20 {
+		e.grant(exclusive("order/1", owner("bob")))
+		e.release("s-bob", "order/1")
+	}
+	forced := e.grant(exclusive("order/1", owner("bob")))
+	e.forceRelease(holdfast.ForceReleaseRequest{Keys: keys("order/1"), Reason: "stuck", Actor: "alice"})
+	e.grant(exclusive("order/1", owner("bob")))
+	e.release("s-bob", "order/1")
+
+	var lost []store.Lost
+	err := e.store.View(e.t.Context(), func(tx store.ReadTx) (err error) {
+		lost, err = tx.Lost("s-bob")
+		return err
+	})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	if len(lost) != 2 {
+		e.t.Fatalf("%d lost records for one key after 23 releases, want 2 (the unreported force release and the latest release)", len(lost))
+	}
+	_, err = e.verify("order/1", "s-bob", first.Token)
+	e.wantLost("verify of the first grant", err, holdfast.LostReleased)
+	hb := e.heartbeat("s-bob")
+	if len(hb.Lost) != 1 || hb.Lost[0].Reason != holdfast.LostForceReleased || hb.Lost[0].Lock.Token != forced.Token {
+		e.t.Fatalf("heartbeat lost %+v, want the force release of token %d", hb.Lost, forced.Token)
 	}
 }

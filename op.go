@@ -234,24 +234,12 @@ func (o *op) record(ev Event, l store.Lock, actor, reason string) error {
 }
 
 // drop removes a lock and remembers why, for the holder's next renew,
-// verify or heartbeat. Reported losses are not listed by heartbeats again.
+// verify or heartbeat. Reported losses are not listed by heartbeats again,
+// and the store keeps only the latest reported one per session and key, so
+// a session that locks and releases the same keys all day stays small.
 func (o *op) drop(l store.Lock, why LostReason, ev Event, actor, forceReason string, reported bool) error {
 	if err := o.tx.DeleteLock(l.Key, l.Session); err != nil {
 		return err
-	}
-	// One record per session and key is enough to tell why, so older ones
-	// the session has been told about go: a session that locks and
-	// releases the same keys all day keeps a bounded number of records.
-	earlier, err := o.tx.Lost(l.Session)
-	if err != nil {
-		return err
-	}
-	for _, e := range earlier {
-		if e.Lock.Key == l.Key && e.Reported {
-			if err := o.tx.DeleteLost(e.Lock.Session, e.Lock.Key, e.Lock.Token); err != nil {
-				return err
-			}
-		}
 	}
 	lost := store.Lost{Lock: l, Reason: string(why), Actor: actor, ForceReason: forceReason, At: o.now, Reported: reported}
 	if err := o.tx.PutLost(lost); err != nil {

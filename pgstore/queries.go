@@ -88,7 +88,8 @@ func newQueries(schema string) queries {
 
 		lost:       `SELECT ` + lostCols + ` FROM ` + s + `.lost WHERE session = $1 ORDER BY at, key, token`,
 		lostBefore: `SELECT ` + lostCols + ` FROM ` + s + `.lost WHERE at < $1 ORDER BY at, session, key, token LIMIT $2`,
-		putLost: `INSERT INTO ` + s + `.lost (` + lostCols + `) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)
+		putLost: `WITH older AS (DELETE FROM ` + s + `.lost WHERE session = $2 AND key = $1 AND token < $6 AND reported)
+			INSERT INTO ` + s + `.lost (` + lostCols + `) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)
 			ON CONFLICT (session, key, token) DO UPDATE SET user_id = EXCLUDED.user_id, name = EXCLUDED.name,
 			shared = EXCLUDED.shared, acquired_at = EXCLUDED.acquired_at, expires_at = EXCLUDED.expires_at,
 			note = EXCLUDED.note, reason = EXCLUDED.reason, actor = EXCLUDED.actor,

@@ -106,6 +106,8 @@ type Tx interface {
 	PutAggregate(a Aggregate) error
 	DeleteAggregate(member string) error
 
+	// PutLost stores l and deletes the session's reported records of the
+	// same key with older tokens: one record is enough to tell why.
 	PutLost(l Lost) error
 	DeleteLost(session, key string, token uint64) error
 

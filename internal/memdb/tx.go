@@ -279,6 +279,18 @@ func (t *tx) DeleteAggregate(member string) error {
 }
 
 func (t *tx) PutLost(l store.Lost) error {
+	var older []uint64
+	t.e.lost.AscendRange(lostItem{session: l.Lock.Session, key: l.Lock.Key}, lostItem{session: l.Lock.Session, key: l.Lock.Key, token: l.Lock.Token}, func(it lostItem) bool {
+		if it.lost.Reported {
+			older = append(older, it.token)
+		}
+		return true
+	})
+	for _, token := range older {
+		if err := t.DeleteLost(l.Lock.Session, l.Lock.Key, token); err != nil {
+			return err
+		}
+	}
 	stored := l
 	prev := t.e.putLost(&stored)
 	t.undo = append(t.undo, undo{kind: KindLost, a: l.Lock.Session, b: l.Lock.Key, n: l.Lock.Token, prev: anyOrNil(prev)})

@@ -28,8 +28,10 @@ func TestTouchDoesNotWaitForTheLog(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	// Hold the log: every append blocks until released.
-	held, release := make(chan struct{}), make(chan struct{})
+	// Hold the log: every append blocks until released. held has room for
+	// one signal, so the first append is seen even if it comes before the
+	// test waits for it.
+	held, release := make(chan struct{}, 1), make(chan struct{})
 	appendToLog := s.append
 	s.append = func(b *pebble.Batch) error {
 		select {

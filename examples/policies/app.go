@@ -404,21 +404,31 @@ func (a *app) showPolicy(w http.ResponseWriter, r *http.Request, status int, id 
 	a.render(w, r, status, "policy", d)
 }
 
+// startEdit reads what every edit page starts with: the record's id, the
+// page's own holdfast session, and whether the user asked to take over
+// from their other tab. On failure it has answered already.
+func (a *app) startEdit(w http.ResponseWriter, r *http.Request) (_ *http.Request, id int64, page httplock.Page, takeover, ok bool) {
+	id, err := pathID(r)
+	if err != nil {
+		a.fail(w, r, err)
+		return r, 0, page, false, false
+	}
+	r, page, err = a.mw.StartPage(r)
+	if err != nil {
+		a.fail(w, r, err)
+		return r, 0, page, false, false
+	}
+	return r, id, page, r.Method == http.MethodPost && r.PostFormValue("takeover") == "1", true
+}
+
 // editPolicy acquires the policy's lock and only then loads it. Refused,
 // it shows the policy read-only with who holds it; the holder's own other
 // tab can be taken over (POST with takeover=1).
 func (a *app) editPolicy(w http.ResponseWriter, r *http.Request) {
-	id, err := pathID(r)
-	if err != nil {
-		a.fail(w, r, err)
+	r, id, page, takeover, ok := a.startEdit(w, r)
+	if !ok {
 		return
 	}
-	r, page, err := a.mw.StartPage(r)
-	if err != nil {
-		a.fail(w, r, err)
-		return
-	}
-	takeover := r.Method == http.MethodPost && r.PostFormValue("takeover") == "1"
 	p, l, err := a.repos.Policies.Edit(r.Context(), id, implicit.EditOptions{Takeover: takeover})
 	if errors.Is(err, holdfast.ErrLocked) {
 		a.showPolicy(w, r, http.StatusLocked, id, pageData{TakeoverAction: fmt.Sprintf("/policies/%d/edit", id)})
@@ -531,17 +541,10 @@ func notSaved(err error) (string, bool) {
 // editCoverage locks the coverage, which is a member of its policy's
 // aggregate: the lock is taken on the whole policy.
 func (a *app) editCoverage(w http.ResponseWriter, r *http.Request) {
-	id, err := pathID(r)
-	if err != nil {
-		a.fail(w, r, err)
+	r, id, page, takeover, ok := a.startEdit(w, r)
+	if !ok {
 		return
 	}
-	r, page, err := a.mw.StartPage(r)
-	if err != nil {
-		a.fail(w, r, err)
-		return
-	}
-	takeover := r.Method == http.MethodPost && r.PostFormValue("takeover") == "1"
 	// The note tells colleagues, who see the policy locked, why. Reading
 	// takes no lock under exclusive-write.
 	c, err := a.repos.Coverages.Find(r.Context(), id)

@@ -132,3 +132,15 @@ type Tx interface {
 type Toucher interface {
 	TouchSession(s Session) error
 }
+
+// Preparer is implemented by a Tx that can read ahead. The Manager calls
+// Prepare first in a transaction that runs several operations (a batch,
+// or concurrent requests grouped into one commit), naming every key they
+// lock, release or check, as the callers gave them, and every session they
+// act for. A store whose reads cost a round trip each may then take the
+// locks those reads need and read the records in one round trip. It is
+// only a hint: the operations make the same calls as without it, may touch
+// records it did not name, and must get the same answers.
+type Preparer interface {
+	Prepare(keys, sessions []string) error
+}

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"os"
 	"strings"
 	"time"
@@ -108,7 +109,33 @@ Flags:
 	if err != nil {
 		return err
 	}
+	if cfg.DebugListen != "" {
+		stopDebug, err := serveDebug(cfg.DebugListen, log)
+		if err != nil {
+			return err
+		}
+		defer stopDebug()
+	}
 	return serve(ctx, srv.HTTPServer(), cfg, log)
+}
+
+// serveDebug serves Go's profiler on its own loopback listener, apart from
+// the API, so that no API token or route reaches it.
+func serveDebug(addr string, log *slog.Logger) (stop func(), err error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("debug_listen: %w", err)
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	hs := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	go hs.Serve(ln)
+	log.Info("profiler listening", "url", "http://"+ln.Addr().String()+"/debug/pprof/")
+	return func() { hs.Close() }, nil
 }
 
 // serve listens and answers until ctx ends, then stops accepting, lets

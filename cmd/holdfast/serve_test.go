@@ -32,9 +32,10 @@ const (
 
 // runServe starts holdfast serve on a free loopback port over dir and
 // returns once it has logged the address it listens on.
-func runServe(t *testing.T, dir string) *servedProcess {
+func runServe(t *testing.T, dir string, flags ...string) *servedProcess {
 	t.Helper()
-	cmd := exec.Command(binary, "serve", "--listen", "127.0.0.1:0", "--store", dir, "--log-format", "json", "--shutdown-timeout", "20s")
+	args := append([]string{"serve", "--listen", "127.0.0.1:0", "--store", dir, "--log-format", "json", "--shutdown-timeout", "20s"}, flags...)
+	cmd := exec.Command(binary, args...)
 	cmd.Env = append(os.Environ(), "HOLDFAST_CONFIG=", "HOLDFAST_LISTEN=", "HOLDFAST_STORE=",
 		"HOLDFAST_TOKENS=client:"+serveClientToken+",admin:"+serveAdminToken)
 	stderr, err := cmd.StderrPipe()
@@ -112,6 +113,40 @@ func (p *servedProcess) stop(t *testing.T) error {
 	case <-time.After(serveWait):
 		t.Fatal("holdfast serve did not exit after SIGTERM")
 		return nil
+	}
+}
+
+// The profiler answers on its own listener and not on the API's.
+func TestServeDebugListen(t *testing.T) {
+	t.Parallel()
+	p := runServe(t, t.TempDir(), "--debug-listen", "127.0.0.1:0")
+	var debugURL string
+	for debugURL == "" {
+		select {
+		case rec := <-p.logs:
+			if rec["msg"] == "profiler listening" {
+				debugURL = rec["url"].(string)
+			}
+		case <-time.After(serveWait):
+			t.Fatal("no profiler address logged")
+		}
+	}
+	res, err := http.Get(debugURL + "goroutine?debug=1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	if res.StatusCode != 200 || !strings.Contains(string(body), "goroutine profile") {
+		t.Fatalf("profiler: %d %.200s", res.StatusCode, body)
+	}
+	res, err = http.Get(p.url + "/debug/pprof/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	if res.StatusCode == 200 {
+		t.Fatal("the API's listener serves the profiler")
 	}
 }
 

@@ -76,6 +76,9 @@ type Config struct {
 	// "error".
 	LogFormat string `toml:"log_format"`
 	LogLevel  string `toml:"log_level"`
+	// DebugListen is a loopback address serving Go's profiler
+	// (/debug/pprof/); empty, the default, serves none.
+	DebugListen string `toml:"debug_listen"`
 
 	// DefaultPolicy applies to record types without a [types.NAME] table.
 	DefaultPolicy TypePolicy `toml:"default_policy"`
@@ -146,6 +149,7 @@ func Load(fs *flag.FlagSet, args []string, getenv func(string) string) (Config, 
 		{"shutdown_timeout", "how long in-flight requests may finish on SIGTERM (`duration`)", def.ShutdownTimeout.String(), false},
 		{"log_format", "log `format`: text or json", def.LogFormat, false},
 		{"log_level", "log `level`: debug, info, warn or error", def.LogLevel, false},
+		{"debug_listen", "loopback `address` serving Go's profiler at /debug/pprof/ (default: none)", "", false},
 	}
 	values := make(map[string]*string, len(flagKeys))
 	for _, k := range flagKeys {
@@ -231,7 +235,7 @@ func (c *Config) readFile(path string) error {
 // envKeys lists the settings that HOLDFAST_* variables can set.
 var envKeys = []string{
 	"listen", "store", "schema", "migrate_on_start", "tokens", "sweep_interval", "audit_retention", "max_body_bytes",
-	"tls_cert", "tls_key", "shutdown_timeout", "log_format", "log_level",
+	"tls_cert", "tls_key", "shutdown_timeout", "log_format", "log_level", "debug_listen",
 }
 
 func (c *Config) readEnv(getenv func(string) string) error {
@@ -286,6 +290,8 @@ func (c *Config) set(key, v string) error {
 		c.LogFormat = v
 	case "log_level":
 		c.LogLevel = v
+	case "debug_listen":
+		c.DebugListen = v
 	default:
 		err = fmt.Errorf("unknown key %q", key)
 	}
@@ -317,6 +323,9 @@ func (c *Config) Validate() error {
 	}
 	if c.SweepInterval <= 0 || c.AuditRetention <= 0 || c.ShutdownTimeout <= 0 {
 		return errors.New("sweep_interval, audit_retention and shutdown_timeout must be positive")
+	}
+	if c.DebugListen != "" && !IsLoopback(c.DebugListen) {
+		return fmt.Errorf("debug_listen %s: the profiler shows the process's memory, so it only listens on a loopback address", c.DebugListen)
 	}
 	if (c.TLSCert == "") != (c.TLSKey == "") {
 		return errors.New("tls_cert and tls_key go together: set both or neither")

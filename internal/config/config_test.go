@@ -99,6 +99,7 @@ func TestEveryEnvKey(t *testing.T) {
 		"HOLDFAST_SHUTDOWN_TIMEOUT": "5s",
 		"HOLDFAST_LOG_FORMAT":       "json",
 		"HOLDFAST_LOG_LEVEL":        "debug",
+		"HOLDFAST_DEBUG_LISTEN":     "127.0.0.1:6060",
 	}
 	if len(env) != len(envKeys) {
 		t.Fatalf("test covers %d keys, config has %d", len(env), len(envKeys))
@@ -117,7 +118,7 @@ func TestEveryEnvKey(t *testing.T) {
 		cfg.SweepInterval != want.SweepInterval || cfg.AuditRetention != want.AuditRetention ||
 		cfg.MaxBodyBytes != want.MaxBodyBytes || cfg.TLSCert != want.TLSCert || cfg.TLSKey != want.TLSKey ||
 		cfg.ShutdownTimeout != want.ShutdownTimeout || cfg.LogFormat != want.LogFormat || cfg.LogLevel != want.LogLevel ||
-		cfg.Schema != "locks" || !cfg.MigrateOnStart {
+		cfg.Schema != "locks" || !cfg.MigrateOnStart || cfg.DebugListen != "127.0.0.1:6060" {
 		t.Fatalf("got  %+v\nwant %+v", cfg, want)
 	}
 	tokens, err := cfg.ServerTokens()
@@ -135,6 +136,7 @@ func TestEveryFlag(t *testing.T) {
 		"--listen", "[::1]:9000", "--store", "/data", "--sweep-interval", "2s", "--audit-retention", "1h",
 		"--max-body-bytes", "10", "--tls-cert", "c", "--tls-key", "k", "--shutdown-timeout", "1s",
 		"--log-format", "json", "--log-level", "warn", "--schema", "locks", "--migrate-on-start",
+		"--debug-listen", "localhost:6060",
 	}, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -142,7 +144,7 @@ func TestEveryFlag(t *testing.T) {
 	if cfg.Listen != "[::1]:9000" || cfg.Store != "/data" || time.Duration(cfg.SweepInterval) != 2*time.Second ||
 		time.Duration(cfg.AuditRetention) != time.Hour || cfg.MaxBodyBytes != 10 || cfg.TLSCert != "c" ||
 		cfg.TLSKey != "k" || time.Duration(cfg.ShutdownTimeout) != time.Second || cfg.LogFormat != "json" || cfg.LogLevel != "warn" ||
-		cfg.Schema != "locks" || !cfg.MigrateOnStart {
+		cfg.Schema != "locks" || !cfg.MigrateOnStart || cfg.DebugListen != "localhost:6060" {
 		t.Fatalf("got %+v", cfg)
 	}
 }
@@ -206,6 +208,7 @@ func TestRefused(t *testing.T) {
 		{name: "zero body limit", args: []string{"--max-body-bytes", "0"}, want: "max_body_bytes"},
 		{name: "bad schema", args: []string{"--schema", "Locks; DROP"}, want: "schema"},
 		{name: "bad migrate flag", env: map[string]string{"HOLDFAST_MIGRATE_ON_START": "maybe"}, want: "HOLDFAST_MIGRATE_ON_START"},
+		{name: "profiler off loopback", args: []string{"--debug-listen", "0.0.0.0:6060"}, want: "debug_listen"},
 		{name: "extra argument", args: []string{"now"}, want: "unexpected arguments"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

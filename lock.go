@@ -76,14 +76,53 @@ type Lock struct {
 	Note  string `json:"note,omitempty"`
 }
 
-// MarshalJSON writes times as RFC 3339 UTC with milliseconds.
+// MarshalJSON writes times as RFC 3339 UTC with milliseconds. It is
+// written out by hand because every answer of the API carries locks: the
+// reflection of encoding/json cost more than the rest of the encoding.
 func (l Lock) MarshalJSON() ([]byte, error) {
-	type plain Lock
-	return json.Marshal(struct {
-		plain
-		AcquiredAt Time `json:"acquired_at"`
-		ExpiresAt  Time `json:"expires_at"`
-	}{plain(l), Time(l.AcquiredAt), Time(l.ExpiresAt)})
+	b := make([]byte, 0, 256)
+	b = append(b, `{"key":`...)
+	b = appendJSONString(b, l.Key)
+	b = append(b, `,"requested_key":`...)
+	b = appendJSONString(b, l.RequestedKey)
+	b = append(b, `,"mode":`...)
+	b = appendJSONString(b, string(l.Mode))
+	b = append(b, `,"owner":{"session":`...)
+	b = appendJSONString(b, l.Owner.Session)
+	if l.Owner.User != "" {
+		b = append(b, `,"user":`...)
+		b = appendJSONString(b, l.Owner.User)
+	}
+	if l.Owner.Name != "" {
+		b = append(b, `,"name":`...)
+		b = appendJSONString(b, l.Owner.Name)
+	}
+	b = append(b, `},"token":`...)
+	b = strconv.AppendUint(b, l.Token, 10)
+	if l.Note != "" {
+		b = append(b, `,"note":`...)
+		b = appendJSONString(b, l.Note)
+	}
+	b = append(b, `,"acquired_at":`...)
+	b = Time(l.AcquiredAt).appendJSON(b)
+	b = append(b, `,"expires_at":`...)
+	b = Time(l.ExpiresAt).appendJSON(b)
+	return append(b, '}'), nil
+}
+
+// appendJSONString appends s as encoding/json writes it: plain printable
+// ASCII as is, anything else (escapes, HTML characters, non-ASCII) by
+// encoding/json itself.
+func appendJSONString(b []byte, s string) []byte {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c >= 0x7f || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
+			q, _ := json.Marshal(s) // a string always encodes
+			return append(b, q...)
+		}
+	}
+	b = append(b, '"')
+	b = append(b, s...)
+	return append(b, '"')
 }
 
 // Time is a time.Time that travels as RFC 3339 UTC with milliseconds.
@@ -92,13 +131,16 @@ type Time time.Time
 const timeLayout = "2006-01-02T15:04:05.000Z07:00"
 
 func (t Time) MarshalJSON() ([]byte, error) {
+	return t.appendJSON(make([]byte, 0, len(timeLayout)+2)), nil
+}
+
+func (t Time) appendJSON(b []byte) []byte {
 	if time.Time(t).IsZero() {
-		return []byte("null"), nil
+		return append(b, "null"...)
 	}
-	b := make([]byte, 0, len(timeLayout)+2)
 	b = append(b, '"')
 	b = time.Time(t).UTC().AppendFormat(b, timeLayout)
-	return append(b, '"'), nil
+	return append(b, '"')
 }
 
 func (t *Time) UnmarshalJSON(b []byte) error {

@@ -101,6 +101,9 @@ type Output struct {
 	Held    int      // Heartbeat: the session's live locks
 	Losses  []Loss   // Heartbeat, sorted by key then token
 	Err     string   // Failed and Unknown
+	// RetryAfter is the wait an unavailable answer (503) asked for; zero
+	// for every other answer, and when there was none at all.
+	RetryAfter time.Duration
 }
 
 // Op is one recorded operation. Times are nanoseconds since the recorder
@@ -277,7 +280,12 @@ func outcome(err error) Output {
 	case errors.Is(err, holdfast.ErrLockLost):
 		return Output{Outcome: Lost}
 	case errors.Is(err, holdfast.ErrUnavailable), errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
-		return Output{Outcome: Unknown, Err: err.Error()}
+		out := Output{Outcome: Unknown, Err: err.Error()}
+		var unavailable *holdfast.UnavailableError
+		if errors.As(err, &unavailable) {
+			out.RetryAfter = unavailable.RetryAfter
+		}
+		return out
 	default:
 		return Output{Outcome: Failed, Err: err.Error()}
 	}

@@ -217,14 +217,20 @@ func (s *Store) begin(ctx context.Context, write bool, learned map[int64]bool) (
 	// aggregates lock in a write transaction, so it stays true until
 	// commit.
 	t.lockAggregates(false)
-	t.prepare(&b)
+	t.flush(&b)
 	// The transaction's start time is the clock of every decision it
 	// takes: one instant, on the clock every server shares. A write
 	// transaction also draws an audit id ahead, since most append one.
 	b.Queue(start).QueryRow(func(row pgx.Row) error {
-		var anyAggregates bool
-		if err := row.Scan(&t.now, &anyAggregates, &t.auditID); err != nil {
+		var (
+			anyAggregates bool
+			auditID       int64
+		)
+		if err := row.Scan(&t.now, &anyAggregates, &auditID); err != nil {
 			return err
+		}
+		if write {
+			t.auditIDs = append(t.auditIDs, auditID)
 		}
 		t.now, t.noAggregates = t.now.UTC(), !anyAggregates
 		if s.now != nil {

@@ -8,25 +8,24 @@ import (
 
 // queries holds the fixed SQL of one schema, built once.
 type queries struct {
-	takeLocks   string
-	nextToken   string
-	nextAuditID string
+	takeLocks                string
+	nextTokens, nextAuditIDs string
 
-	lock, related, sessionLocks, locksByRef, expiredLocks string
-	putLock, deleteLock                                   string
+	lock, related, relatedAll, sessionLocks, locksByRef, expiredLocks string
+	putLocks, deleteLocks                                             string
 
 	session, checkSession                     string
 	sessionsByID, idleSessions, endedSessions string
-	putSession, deleteSession                 string
+	putSessions, deleteSessions               string
 
 	startWrite, startRead string
 
 	aggregates, aggregatesOf, allAggregates string
 	putAggregate, deleteAggregate           string
 
-	lost, lostBefore, putLost, deleteLost string
+	lost, lostBefore, putLosts, deleteLosts string
 
-	appendAudit, pruneAudit string
+	appendAudits, pruneAudit string
 
 	schema string // quoted
 }
@@ -37,15 +36,24 @@ const sessionCols = `id, user_id, name, last_seen, idle_timeout_ns, ended_at, en
 
 const lostCols = lockCols + `, reason, actor, force_reason, at, reported`
 
+// The array types of the columns, for statements that write many rows
+// from one array per column.
+const (
+	lockArrays  = `$1::text[], $2::text[], $3::text[], $4::text[], $5::boolean[], $6::bigint[], $7::timestamptz[], $8::timestamptz[], $9::text[]`
+	lostArrays  = lockArrays + `, $10::text[], $11::text[], $12::text[], $13::timestamptz[], $14::boolean[]`
+	auditArrays = `$1::bigint[], $2::timestamptz[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::boolean[], $9::bigint[],
+		$10::timestamptz[], $11::timestamptz[], $12::text[], $13::text[], $14::text[]`
+)
+
 func newQueries(schema string) queries {
 	s := quote(schema)
 	return queries{
-		schema:      s,
-		takeLocks:   `SELECT ` + s + `.take_locks($1::bigint[], $2::boolean[], $3::boolean[], '` + briefWait + `')`,
-		nextToken:   `SELECT nextval('` + s + `.token_seq')`,
-		nextAuditID: `SELECT nextval('` + s + `.audit_id_seq')`,
-		startWrite:  `SELECT now(), EXISTS (SELECT FROM ` + s + `.aggregates), nextval('` + s + `.audit_id_seq')`,
-		startRead:   `SELECT now(), EXISTS (SELECT FROM ` + s + `.aggregates), 0::bigint`,
+		schema:       s,
+		takeLocks:    `SELECT ` + s + `.take_locks($1::bigint[], $2::boolean[], $3::boolean[], '` + briefWait + `')`,
+		nextTokens:   `SELECT nextval('` + s + `.token_seq') FROM generate_series(1, $1)`,
+		nextAuditIDs: `SELECT nextval('` + s + `.audit_id_seq') FROM generate_series(1, $1)`,
+		startWrite:   `SELECT now(), EXISTS (SELECT FROM ` + s + `.aggregates), nextval('` + s + `.audit_id_seq')`,
+		startRead:    `SELECT now(), EXISTS (SELECT FROM ` + s + `.aggregates), 0::bigint`,
 
 		lock: `SELECT ` + lockCols + ` FROM ` + s + `.locks WHERE key = $1 AND session = $2`,
 		// The key itself and its ancestors by the exact list, descendants
@@ -54,17 +62,23 @@ func newQueries(schema string) queries {
 			UNION ALL
 			SELECT ` + lockCols + ` FROM ` + s + `.locks WHERE key >= $2 AND key < $3
 			ORDER BY key, session`,
+		// related for many keys at once: the exact list of every key and
+		// ancestor, and one range per key. A row may come twice.
+		relatedAll: `SELECT ` + lockCols + ` FROM ` + s + `.locks WHERE key = ANY($1::text[])
+			UNION ALL
+			SELECT ` + lockCols + ` FROM unnest($2::text[], $3::text[]) AS r (low, high),
+				LATERAL (SELECT ` + lockCols + ` FROM ` + s + `.locks WHERE key >= r.low AND key < r.high) l`,
 		sessionLocks: `SELECT ` + lockCols + ` FROM ` + s + `.locks WHERE session = $1 ORDER BY key`,
 		locksByRef: `SELECT ` + lockCols + ` FROM ` + s + `.locks
 			WHERE (key, session) IN (SELECT * FROM unnest($1::text[], $2::text[])) AND expires_at <= $3
 			ORDER BY expires_at, key, session`,
 		expiredLocks: `SELECT ` + lockCols + ` FROM ` + s + `.locks WHERE expires_at <= $1
 			ORDER BY expires_at, key, session LIMIT $2`,
-		putLock: `INSERT INTO ` + s + `.locks (` + lockCols + `) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
+		putLocks: `INSERT INTO ` + s + `.locks (` + lockCols + `) SELECT * FROM unnest(` + lockArrays + `)
 			ON CONFLICT (key, session) DO UPDATE SET user_id = EXCLUDED.user_id, name = EXCLUDED.name,
 			shared = EXCLUDED.shared, token = EXCLUDED.token, acquired_at = EXCLUDED.acquired_at,
 			expires_at = EXCLUDED.expires_at, note = EXCLUDED.note`,
-		deleteLock: `DELETE FROM ` + s + `.locks WHERE key = $1 AND session = $2`,
+		deleteLocks: `DELETE FROM ` + s + `.locks WHERE (key, session) IN (SELECT * FROM unnest($1::text[], $2::text[]))`,
 
 		session:      `SELECT xmin::text, ` + sessionCols + ` FROM ` + s + `.sessions WHERE id = $1`,
 		checkSession: `SELECT ` + s + `.check_session($1, $2)`,
@@ -73,11 +87,12 @@ func newQueries(schema string) queries {
 			ORDER BY idle_deadline, id LIMIT $2`,
 		endedSessions: `SELECT ` + sessionCols + ` FROM ` + s + `.sessions WHERE ended_at < $1
 			ORDER BY ended_at, id LIMIT $2`,
-		putSession: `INSERT INTO ` + s + `.sessions (` + sessionCols + `, idle_deadline) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
+		putSessions: `INSERT INTO ` + s + `.sessions (` + sessionCols + `, idle_deadline)
+			SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::timestamptz[], $5::bigint[], $6::timestamptz[], $7::text[], $8::timestamptz[])
 			ON CONFLICT (id) DO UPDATE SET user_id = EXCLUDED.user_id, name = EXCLUDED.name,
 			last_seen = EXCLUDED.last_seen, idle_timeout_ns = EXCLUDED.idle_timeout_ns, ended_at = EXCLUDED.ended_at,
 			end_reason = EXCLUDED.end_reason, idle_deadline = EXCLUDED.idle_deadline`,
-		deleteSession: `DELETE FROM ` + s + `.sessions WHERE id = $1`,
+		deleteSessions: `DELETE FROM ` + s + `.sessions WHERE id = ANY($1::text[])`,
 
 		aggregatesOf:  `SELECT member, root FROM ` + s + `.aggregates WHERE member = ANY($1::text[])`,
 		aggregates:    `SELECT member, root FROM ` + s + `.aggregates WHERE root = $1 ORDER BY member`,
@@ -88,16 +103,20 @@ func newQueries(schema string) queries {
 
 		lost:       `SELECT ` + lostCols + ` FROM ` + s + `.lost WHERE session = $1 ORDER BY at, key, token`,
 		lostBefore: `SELECT ` + lostCols + ` FROM ` + s + `.lost WHERE at < $1 ORDER BY at, session, key, token LIMIT $2`,
-		putLost: `WITH older AS (DELETE FROM ` + s + `.lost WHERE session = $2 AND key = $1 AND token < $6 AND reported)
-			INSERT INTO ` + s + `.lost (` + lostCols + `) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)
+		// Each session and key comes at most once: the deletion of older
+		// reported records and the insert see the same snapshot.
+		putLosts: `WITH new AS (SELECT * FROM unnest(` + lostArrays + `) AS n (` + lostCols + `)),
+			older AS (DELETE FROM ` + s + `.lost l USING new n
+				WHERE l.session = n.session AND l.key = n.key AND l.token < n.token AND l.reported)
+			INSERT INTO ` + s + `.lost (` + lostCols + `) SELECT ` + lostCols + ` FROM new
 			ON CONFLICT (session, key, token) DO UPDATE SET user_id = EXCLUDED.user_id, name = EXCLUDED.name,
 			shared = EXCLUDED.shared, acquired_at = EXCLUDED.acquired_at, expires_at = EXCLUDED.expires_at,
 			note = EXCLUDED.note, reason = EXCLUDED.reason, actor = EXCLUDED.actor,
 			force_reason = EXCLUDED.force_reason, at = EXCLUDED.at, reported = EXCLUDED.reported`,
-		deleteLost: `DELETE FROM ` + s + `.lost WHERE session = $1 AND key = $2 AND token = $3`,
+		deleteLosts: `DELETE FROM ` + s + `.lost WHERE (session, key, token) IN (SELECT * FROM unnest($1::text[], $2::text[], $3::bigint[]))`,
 
-		appendAudit: `INSERT INTO ` + s + `.audit (id, at, event, ` + lockCols + `, actor, reason)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)`,
+		appendAudits: `INSERT INTO ` + s + `.audit (id, at, event, ` + lockCols + `, actor, reason)
+			SELECT * FROM unnest(` + auditArrays + `)`,
 		pruneAudit: `DELETE FROM ` + s + `.audit WHERE id IN (
 			SELECT id FROM ` + s + `.audit WHERE at < $1 ORDER BY at, id LIMIT $2)`,
 	}

@@ -2,6 +2,8 @@ package pgstore_test
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"os"
 	"strings"
 	"sync/atomic"
@@ -39,9 +41,9 @@ func (r *roundTrips) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEnd
 // The lock paths stay a few round trips each: a change that adds one
 // shows up here. Only a heartbeat, which changes nothing but the session's
 // activity, commits without waiting for the disk.
-func TestRoundTrips(t *testing.T) {
-	t.Parallel()
-	schema := newSchema(t, testPool(t))
+// countedPool is a pool of one connection whose round trips are counted.
+func countedPool(t *testing.T) (*roundTrips, *pgxpool.Pool) {
+	t.Helper()
 	cfg, err := pgxpool.ParseConfig(os.Getenv("HOLDFAST_TEST_POSTGRES"))
 	if err != nil {
 		t.Fatal(err)
@@ -53,8 +55,15 @@ func TestRoundTrips(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer pool.Close()
-	m, err := holdfast.New(open(t, pool, schema, nil), holdfast.Config{SweepInterval: -1})
+	t.Cleanup(pool.Close)
+	return counter, pool
+}
+
+func TestRoundTrips(t *testing.T) {
+	t.Parallel()
+	schema := newSchema(t, testPool(t))
+	counter, pool := countedPool(t)
+	m, err := holdfast.New(hinted{Store: open(t, pool, schema, nil)}, holdfast.Config{SweepInterval: -1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -74,8 +83,42 @@ func TestRoundTrips(t *testing.T) {
 		_, err := m.Heartbeat(ctx, holdfast.HeartbeatRequest{Session: o.Session})
 		return err
 	}
+	// A Batch of many operations, prepared with the keys and sessions
+	// they name (as the Manager's grouping does), costs a constant number
+	// of round trips: begin, Prepare, commit.
+	var keys, sessions []string
+	for i := range 32 {
+		keys = append(keys, fmt.Sprintf("order/%d", i))
+		sessions = append(sessions, fmt.Sprintf("s-%d", i))
+	}
+	batch := func(op func(ctx context.Context, i int) error) func() error {
+		return func() error {
+			var failed error
+			err := m.Batch(withHint(ctx, keys, sessions), func(ctx context.Context) {
+				failed = nil
+				for i := range keys {
+					if err := op(ctx, i); err != nil && failed == nil {
+						failed = err
+					}
+				}
+			})
+			return errors.Join(err, failed)
+		}
+	}
+	acquireMany := batch(func(ctx context.Context, i int) error {
+		_, err := m.Acquire(ctx, holdfast.AcquireRequest{Keys: keys[i : i+1], Owner: holdfast.Owner{Session: sessions[i]}})
+		return err
+	})
+	releaseMany := batch(func(ctx context.Context, i int) error {
+		res, err := m.Release(ctx, holdfast.ReleaseRequest{Session: sessions[i], Keys: keys[i : i+1]})
+		if err == nil && len(res.Released) != 1 {
+			err = fmt.Errorf("release %s: %+v, want it released", keys[i], res)
+		}
+		return err
+	})
+
 	// One round first, so every statement is prepared on the connection.
-	for _, op := range []func() error{acquire, heartbeat, release} {
+	for _, op := range []func() error{acquire, heartbeat, release, acquireMany, releaseMany} {
 		if err := op(); err != nil {
 			t.Fatal(err)
 		}
@@ -89,6 +132,8 @@ func TestRoundTrips(t *testing.T) {
 		{"acquire", acquire, 4, false},
 		{"heartbeat", heartbeat, 6, true},
 		{"release", release, 4, false},
+		{"32 acquires in a batch", acquireMany, 3, false},
+		{"32 releases in a batch", releaseMany, 3, false},
 	} {
 		counter.relaxed.Store(false)
 		before := counter.n.Load()

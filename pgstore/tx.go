@@ -3,6 +3,7 @@ package pgstore
 import (
 	"context"
 	"errors"
+	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -14,7 +15,9 @@ import (
 
 // tx is one transaction on one pooled connection. Writes are queued and
 // sent in the same round trip as the next read (or the COMMIT), after the
-// advisory locks they need, so that an operation costs few round trips.
+// advisory locks they need, so that an operation costs few round trips;
+// what it reads under its locks it keeps, so that later operations of the
+// same transaction read it without a round trip (see also Prepare).
 type tx struct {
 	s     *Store
 	ctx   context.Context
@@ -25,7 +28,7 @@ type tx struct {
 	ended bool
 
 	locks  lockSet
-	queued []queued
+	writes writes
 	// seen holds the row version (xmin, "" if absent) of each session
 	// record read without its lock. Reading another session's record must
 	// not wait for that session's own transactions; if this transaction
@@ -52,15 +55,20 @@ type tx struct {
 	fullTrees    map[string]bool // every row below this key is in rows
 	fullSessions map[string]bool // every row of this session is in rows
 
+	// sessions are session records read or written while this
+	// transaction holds their session lock, with its own writes applied.
+	// A nil value means "known to be absent".
+	sessions map[string]*store.Session
+
 	aggs         map[string]*string // member → root; nil: known to have none
 	noAggregates bool               // the table was empty when the transaction began
 
-	// Sequence values drawn ahead, in a round trip made anyway, so that
-	// NextToken and AppendAudit cost none. A token is only good while the
-	// transaction takes no further key lock: a grant's token must be drawn
-	// after the locks of its key are held, so that it is above the token
-	// of every conflicting grant committed before.
-	token, auditID int64
+	// Sequence values drawn ahead, ascending, in a round trip made
+	// anyway, so that NextToken and AppendAudit cost none. A token is only
+	// good while the transaction takes no further key lock: a grant's
+	// token must be drawn after the locks of its key are held, so that it
+	// is above the token of every conflicting grant committed before.
+	tokens, auditIDs []int64
 	// notified are the audit ids to announce at commit (Config.Notify).
 	notified []int64
 }
@@ -96,12 +104,12 @@ func (t *tx) run(fn func() error) (err error) {
 // the queued writes. The caller queues its statements after them.
 func (t *tx) batch() *pgx.Batch {
 	b := &pgx.Batch{}
-	t.prepare(b)
+	t.flush(b)
 	return b
 }
 
-// prepare queues the advisory locks still needed and the queued writes.
-func (t *tx) prepare(b *pgx.Batch) {
+// flush queues the advisory locks still needed and the queued writes.
+func (t *tx) flush(b *pgx.Batch) {
 	if ids, x, wait := t.locks.take(); len(ids) > 0 {
 		b.Queue(t.s.q.takeLocks, ids, x, wait)
 	}
@@ -109,10 +117,7 @@ func (t *tx) prepare(b *pgx.Batch) {
 		b.Queue(c.sql, c.args...)
 	}
 	t.checks = t.checks[:0]
-	for _, w := range t.queued {
-		b.Queue(w.sql, w.args...)
-	}
-	t.queued = t.queued[:0]
+	t.writes.flush(b, &t.s.q)
 }
 
 // send makes one round trip with b.
@@ -182,12 +187,6 @@ func (t *tx) close() {
 	t.conn = nil
 }
 
-// enqueue queues a write that must be durable before Update returns.
-func (t *tx) enqueue(sql string, args ...any) {
-	t.queued = append(t.queued, queued{sql, args})
-	t.durable = true
-}
-
 // lockKey asks for the advisory locks of a transaction that reads or
 // writes the locks on key: exclusive on key, shared on its ancestors.
 func (t *tx) lockKey(key string) {
@@ -202,7 +201,7 @@ func (t *tx) lockKey(key string) {
 		}
 	}
 	if len(t.locks.pending) > n {
-		t.token = 0 // drawn before this key's locks: not good for its grant
+		t.tokens = t.tokens[:0] // drawn before this key's locks: not good for its grant
 	}
 }
 
@@ -299,6 +298,14 @@ func (t *tx) Lock(key, session string) (store.Lock, bool, error) {
 
 func (t *tx) Related(key string, fn func(store.Lock) bool) error {
 	t.lockKey(key)
+	if t.relatedKnown(key) {
+		for _, l := range t.cachedRelated(key) {
+			if !fn(l) {
+				break
+			}
+		}
+		return t.err
+	}
 	var found []store.Lock
 	err := t.exchange(func(b *pgx.Batch) {
 		b.Queue(t.s.q.related, ancestorsAndSelf(key), key+"/", key+"0").Query(func(rows pgx.Rows) error {
@@ -306,10 +313,10 @@ func (t *tx) Related(key string, fn func(store.Lock) bool) error {
 			found, err = scanLocks(rows)
 			return err
 		})
-		if t.write {
+		if t.write && len(t.tokens) == 0 {
 			// An acquire asks for a token next; draw it now, after the
 			// key's locks.
-			t.drawToken(b)
+			t.drawTokens(b, 1)
 		}
 	})
 	if err != nil {
@@ -423,8 +430,15 @@ func (t *tx) Locks(q store.LockQuery) ([]store.Lock, error) {
 	return found, err
 }
 
-// Session reads without the session's lock; see tx.seen.
+// Session reads without the session's lock; see tx.seen. What it reads
+// under that lock it keeps.
 func (t *tx) Session(id string) (store.Session, bool, error) {
+	if s, ok := t.sessions[id]; ok {
+		if s == nil {
+			return store.Session{}, false, t.err
+		}
+		return *s, true, t.err
+	}
 	var (
 		s       store.Session
 		found   bool
@@ -445,7 +459,12 @@ func (t *tx) Session(id string) (store.Session, bool, error) {
 	if err != nil {
 		return s, false, err
 	}
-	if _, held := t.locks.held[lockID(t.s.schema, classSession, id)]; t.write && !held {
+	_, held := t.locks.held[lockID(t.s.schema, classSession, id)]
+	switch {
+	case !t.write:
+	case held:
+		t.rememberSession(s, id, found)
+	default:
 		if t.seen == nil {
 			t.seen = make(map[string]string)
 		}
@@ -554,47 +573,52 @@ func (t *tx) relockSessions(found []store.Session, keep func(store.Session) bool
 // Aggregate looks up member and all its ancestors at once, since the
 // lock manager resolves a key by walking up its ancestors.
 func (t *tx) Aggregate(member string) (string, bool, error) {
-	if root, ok := t.aggs[member]; ok {
-		if root == nil {
-			return "", false, t.err
-		}
-		return *root, true, t.err
-	}
 	if t.noAggregates {
 		return "", false, t.err
 	}
-	t.lockAggregates(false)
-	names := ancestorsAndSelf(member)
-	found := make(map[string]*string, len(names))
-	for _, n := range names {
-		found[n] = nil
-	}
-	err := t.exchange(func(b *pgx.Batch) {
-		b.Queue(t.s.q.aggregatesOf, names).Query(func(rows pgx.Rows) error {
-			for rows.Next() {
-				var m, r string
-				if err := rows.Scan(&m, &r); err != nil {
-					return err
-				}
-				found[m] = &r
-			}
-			return rows.Err()
-		})
-	})
-	if err != nil {
-		return "", false, err
-	}
-	if t.aggs == nil {
-		t.aggs = found
-	} else {
-		for n, r := range found {
-			t.aggs[n] = r
+	if _, ok := t.aggs[member]; !ok {
+		if err := t.readAggregates(ancestorsAndSelf(member)); err != nil {
+			return "", false, err
 		}
 	}
-	if root := found[member]; root != nil {
-		return *root, true, nil
+	if root := t.aggs[member]; root != nil {
+		return *root, true, t.err
 	}
-	return "", false, nil
+	return "", false, t.err
+}
+
+// readAggregates reads the mappings of names into t.aggs.
+func (t *tx) readAggregates(names []string) error {
+	t.lockAggregates(false)
+	return t.exchange(func(b *pgx.Batch) { t.queueAggregates(b, names) })
+}
+
+// queueAggregates queues the read of the mappings of names into t.aggs.
+func (t *tx) queueAggregates(b *pgx.Batch, names []string) {
+	b.Queue(t.s.q.aggregatesOf, names).Query(func(rows pgx.Rows) error {
+		found := make(map[string]string)
+		for rows.Next() {
+			var m, r string
+			if err := rows.Scan(&m, &r); err != nil {
+				return err
+			}
+			found[m] = r
+		}
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		if t.aggs == nil {
+			t.aggs = make(map[string]*string, len(names))
+		}
+		for _, n := range names {
+			if r, ok := found[n]; ok {
+				t.aggs[n] = &r
+			} else {
+				t.aggs[n] = nil
+			}
+		}
+		return nil
+	})
 }
 
 func (t *tx) Aggregates(root string) ([]store.Aggregate, error) {
@@ -690,18 +714,44 @@ func (t *tx) Audit(q store.AuditQuery) ([]store.AuditEntry, error) {
 }
 
 func (t *tx) NextToken() (uint64, error) {
-	if t.token == 0 {
-		if err := t.exchange(t.drawToken); err != nil {
+	if len(t.tokens) == 0 {
+		if err := t.exchange(func(b *pgx.Batch) { t.drawTokens(b, 1) }); err != nil {
 			return 0, err
 		}
 	}
-	token := t.token
-	t.token = 0
+	token := t.tokens[0]
+	t.tokens = t.tokens[1:]
 	return uint64(token), nil
 }
 
-func (t *tx) drawToken(b *pgx.Batch) {
-	b.Queue(t.s.q.nextToken).QueryRow(func(row pgx.Row) error { return row.Scan(&t.token) })
+// drawTokens draws n tokens after the locks b takes.
+func (t *tx) drawTokens(b *pgx.Batch, n int) {
+	b.Queue(t.s.q.nextTokens, n).Query(func(rows pgx.Rows) (err error) {
+		t.tokens, err = appendDrawn(t.tokens, rows)
+		return err
+	})
+}
+
+func (t *tx) drawAuditIDs(b *pgx.Batch, n int) {
+	b.Queue(t.s.q.nextAuditIDs, n).Query(func(rows pgx.Rows) (err error) {
+		t.auditIDs, err = appendDrawn(t.auditIDs, rows)
+		return err
+	})
+}
+
+// appendDrawn appends sequence values to a pool. Each draw's values are
+// above the pool's, and sorted, so the pool stays ascending.
+func appendDrawn(pool []int64, rows pgx.Rows) ([]int64, error) {
+	n := len(pool)
+	for rows.Next() {
+		var v int64
+		if err := rows.Scan(&v); err != nil {
+			return pool, err
+		}
+		pool = append(pool, v)
+	}
+	slices.Sort(pool[n:])
+	return pool, rows.Err()
 }
 
 // PutLock needs the key's locks and the session's lock: every new lock of
@@ -710,7 +760,8 @@ func (t *tx) drawToken(b *pgx.Batch) {
 func (t *tx) PutLock(l store.Lock) error {
 	t.lockKey(l.Key)
 	t.lockSession(l.Session)
-	t.enqueue(t.s.q.putLock, lockArgs(l)...)
+	t.writes.putLock(&l, l.Key, l.Session)
+	t.durable = true
 	t.remember(l)
 	return t.err
 }
@@ -722,7 +773,8 @@ func (t *tx) DeleteLock(key, session string) error {
 	// locking the session checks that record is still as read, or the
 	// transaction runs again.
 	t.lockSession(session)
-	t.enqueue(t.s.q.deleteLock, key, session)
+	t.writes.putLock(nil, key, session)
+	t.durable = true
 	t.remember()
 	t.rows[lockRef{key, session}] = nil
 	return t.err
@@ -743,28 +795,43 @@ func (t *tx) TouchSession(s store.Session) error {
 
 func (t *tx) PutSession(s store.Session) error {
 	t.lockSession(s.ID)
-	var ended, deadline *time.Time
-	if s.Ended() {
-		ended = &s.EndedAt
-	} else if d := s.IdleDeadline(); !d.IsZero() {
-		// Rounded up to PostgreSQL's microseconds, so that the database
-		// never calls a session idle before its deadline.
-		d = d.Add(time.Microsecond - 1).Truncate(time.Microsecond)
-		deadline = &d
-	}
-	t.enqueue(t.s.q.putSession, s.ID, s.User, s.Name, s.LastSeen, int64(s.IdleTimeout), ended, s.EndReason, deadline)
+	s = t.rememberSession(s, s.ID, true)
+	t.writes.putSession(s.ID, &s)
+	t.durable = true
 	return t.err
 }
 
 func (t *tx) DeleteSession(id string) error {
 	t.lockSession(id)
-	t.enqueue(t.s.q.deleteSession, id)
+	t.rememberSession(store.Session{}, id, false)
+	t.writes.putSession(id, nil)
+	t.durable = true
 	return t.err
+}
+
+// rememberSession caches a session record read or written under its
+// session lock, as the database keeps it, and returns that.
+func (t *tx) rememberSession(s store.Session, id string, exists bool) store.Session {
+	if t.sessions == nil {
+		t.sessions = make(map[string]*store.Session)
+	}
+	if !exists {
+		t.sessions[id] = nil
+		return s
+	}
+	s.LastSeen = s.LastSeen.Truncate(time.Microsecond).UTC()
+	if s.Ended() {
+		s.EndedAt = s.EndedAt.Truncate(time.Microsecond).UTC()
+	}
+	t.sessions[id] = &s
+	return s
 }
 
 func (t *tx) PutAggregate(a store.Aggregate) error {
 	t.lockAggregates(true)
-	t.enqueue(t.s.q.putAggregate, a.Member, a.Root)
+	t.noAggregates = false
+	t.writes.other = append(t.writes.other, queued{t.s.q.putAggregate, []any{a.Member, a.Root}})
+	t.durable = true
 	if t.aggs == nil {
 		t.aggs = make(map[string]*string)
 	}
@@ -774,7 +841,8 @@ func (t *tx) PutAggregate(a store.Aggregate) error {
 
 func (t *tx) DeleteAggregate(member string) error {
 	t.lockAggregates(true)
-	t.enqueue(t.s.q.deleteAggregate, member)
+	t.writes.other = append(t.writes.other, queued{t.s.q.deleteAggregate, []any{member}})
+	t.durable = true
 	if t.aggs == nil {
 		t.aggs = make(map[string]*string)
 	}
@@ -783,34 +851,31 @@ func (t *tx) DeleteAggregate(member string) error {
 }
 
 func (t *tx) PutLost(l store.Lost) error {
-	args := append(lockArgs(l.Lock), l.Reason, l.Actor, l.ForceReason, l.At, l.Reported)
-	t.enqueue(t.s.q.putLost, args...)
+	t.writes.putLost(l, false)
+	t.durable = true
 	return t.err
 }
 
 func (t *tx) DeleteLost(session, key string, token uint64) error {
-	t.enqueue(t.s.q.deleteLost, session, key, int64(token))
+	t.writes.putLost(store.Lost{Lock: store.Lock{Key: key, Session: session, Token: token}}, true)
+	t.durable = true
 	return t.err
 }
 
 func (t *tx) AppendAudit(e store.AuditEntry) (uint64, error) {
-	if t.auditID == 0 {
-		if err := t.exchange(t.drawAuditID); err != nil {
+	if len(t.auditIDs) == 0 {
+		if err := t.exchange(func(b *pgx.Batch) { t.drawAuditIDs(b, 1) }); err != nil {
 			return 0, err
 		}
 	}
-	id := t.auditID
-	t.auditID = 0
+	id := t.auditIDs[0]
+	t.auditIDs = t.auditIDs[1:]
 	if t.s.notify {
 		t.notified = append(t.notified, id)
 	}
-	args := append([]any{id, e.At, e.Event}, lockArgs(e.Lock)...)
-	t.enqueue(t.s.q.appendAudit, append(args, e.Actor, e.Reason)...)
+	t.writes.audit = append(t.writes.audit, auditRow{id, e})
+	t.durable = true
 	return uint64(id), t.err
-}
-
-func (t *tx) drawAuditID(b *pgx.Batch) {
-	b.Queue(t.s.q.nextAuditID).QueryRow(func(row pgx.Row) error { return row.Scan(&t.auditID) })
 }
 
 func (t *tx) PruneAudit(before time.Time, limit int) (int, error) {
@@ -823,10 +888,6 @@ func (t *tx) PruneAudit(before time.Time, limit int) (int, error) {
 		})
 	})
 	return int(n), err
-}
-
-func lockArgs(l store.Lock) []any {
-	return []any{l.Key, l.Session, l.User, l.Name, l.Shared, int64(l.Token), l.AcquiredAt, l.ExpiresAt, l.Note}
 }
 
 func scanLock(rows pgx.Rows) (store.Lock, error) {

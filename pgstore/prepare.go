@@ -1,0 +1,225 @@
+package pgstore
+
+import (
+	"cmp"
+	"slices"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/holdfast/holdfast/store"
+)
+
+var _ store.Preparer = (*tx)(nil)
+
+// Prepare reads ahead for a transaction of several operations (see
+// store.Preparer). In one round trip it takes every advisory lock that
+// operations on keys and sessions take (one take_locks, in ascending
+// order, like any other), reads under them the lock rows related to each
+// key and the sessions' records into the transaction's caches, and draws
+// a token and an audit id per key. The operations then read from the
+// caches, so that a group of them costs a constant number of round trips.
+//
+// Keys come as callers gave them: where aggregates are mapped, a first
+// round trip reads the mappings of the keys and their ancestors, and the
+// rest is done for the keys they resolve to.
+func (t *tx) Prepare(keys, sessions []string) error {
+	if !t.write || t.err != nil {
+		return t.err
+	}
+	keys, unknownAggregates, err := t.resolveHint(keys)
+	if err != nil {
+		return err
+	}
+	var read, readSessions []string // not all known yet
+	listed := make(map[string]bool, 2*len(keys))
+	for _, k := range keys {
+		t.lockKey(k)
+		if !t.relatedKnown(k) && !listed[k] {
+			listed[k] = true
+			read = append(read, k)
+		}
+	}
+	for _, id := range sessions {
+		t.lockSession(id)
+		if _, known := t.sessions[id]; !known {
+			readSessions = append(readSessions, id)
+		}
+	}
+	// Drawn after the keys' locks, in the same round trip: good for their
+	// grants (see tx.tokens).
+	tokens, auditIDs := len(keys)-len(t.tokens), len(keys)-len(t.auditIDs)
+	if len(read) == 0 && len(readSessions) == 0 && len(unknownAggregates) == 0 && tokens <= 0 && auditIDs <= 0 &&
+		len(t.locks.pending) == 0 {
+		return nil
+	}
+	var (
+		exact, low, high []string
+		found            []store.Lock
+		foundSessions    []store.Session
+	)
+	clear(listed)
+	for _, k := range read {
+		for _, a := range ancestorsAndSelf(k) {
+			if !listed[a] {
+				listed[a] = true
+				exact = append(exact, a)
+			}
+		}
+		low, high = append(low, k+"/"), append(high, k+"0")
+	}
+	err = t.exchange(func(b *pgx.Batch) {
+		if len(unknownAggregates) > 0 {
+			t.queueAggregates(b, unknownAggregates)
+		}
+		if len(read) > 0 {
+			b.Queue(t.s.q.relatedAll, exact, low, high).Query(func(rows pgx.Rows) (err error) {
+				found, err = scanLocks(rows)
+				return err
+			})
+		}
+		if len(readSessions) > 0 {
+			b.Queue(t.s.q.sessionsByID, readSessions).Query(func(rows pgx.Rows) (err error) {
+				foundSessions, err = scanSessions(rows)
+				return err
+			})
+		}
+		if tokens > 0 {
+			t.drawTokens(b, tokens)
+		}
+		if auditIDs > 0 {
+			t.drawAuditIDs(b, auditIDs)
+		}
+	})
+	if err != nil {
+		return err
+	}
+	t.remember(found...)
+	for _, k := range exact {
+		t.fullKeys[k] = true
+	}
+	for _, k := range read {
+		t.fullTrees[k] = true
+	}
+	for _, s := range foundSessions {
+		t.rememberSession(s, s.ID, true)
+	}
+	for _, id := range readSessions {
+		if _, ok := t.sessions[id]; !ok {
+			t.rememberSession(store.Session{}, id, false)
+		}
+	}
+	return nil
+}
+
+// resolveHint maps the hinted keys through aggregates the way the lock
+// manager does (while some ancestor-or-self is a member, replace it by its
+// root, the longest member first), reading the mappings of the keys and
+// their ancestors first if it does not know them. It returns the names
+// of the keys it resolved to whose mappings it does not know: only a
+// chain of aggregates maps those, so Prepare reads them with the rest,
+// and the operations resolve further themselves if one does.
+func (t *tx) resolveHint(keys []string) (resolved, unknown []string, err error) {
+	if t.noAggregates {
+		return keys, nil, nil
+	}
+	if unknown := t.unknownAggregates(keys); len(unknown) > 0 {
+		if err := t.readAggregates(unknown); err != nil {
+			return nil, nil, err
+		}
+	}
+	resolved = make([]string, len(keys))
+	for i, k := range keys {
+		resolved[i] = t.resolveKnown(k)
+	}
+	return resolved, t.unknownAggregates(resolved), nil
+}
+
+// unknownAggregates lists the keys and ancestors whose mappings t.aggs
+// does not hold.
+func (t *tx) unknownAggregates(keys []string) []string {
+	var out []string
+	for _, k := range keys {
+		for _, a := range ancestorsAndSelf(k) {
+			if _, known := t.aggs[a]; !known && !slices.Contains(out, a) {
+				out = append(out, a)
+			}
+		}
+	}
+	return out
+}
+
+// resolveKnown maps key through the mappings t.aggs holds, as far as they
+// decide it.
+func (t *tx) resolveKnown(key string) string {
+	for range maxAggregateDepth {
+		mapped := false
+		for _, a := range ancestorsAndSelf(key) {
+			root, known := t.aggs[a]
+			if !known {
+				return key
+			}
+			if root != nil {
+				key, mapped = *root+key[len(a):], true
+				break
+			}
+		}
+		if !mapped {
+			return key
+		}
+	}
+	return key
+}
+
+// maxAggregateDepth bounds resolveKnown as the lock manager bounds its own
+// resolution; a deeper chain is the operation's error to report.
+const maxAggregateDepth = 32
+
+// relatedKnown reports whether the rows cache holds every lock Related
+// would return for key: those on key and its ancestors, and those below
+// key.
+func (t *tx) relatedKnown(key string) bool {
+	if t.rows == nil || !t.fullTrees[key] && !t.treeAbove(key) {
+		return false
+	}
+	for k := key; ; {
+		if !t.fullKeys[k] && !t.treeAbove(k) {
+			return false
+		}
+		i := strings.LastIndexByte(k, '/')
+		if i <= 0 {
+			return true
+		}
+		k = k[:i]
+	}
+}
+
+// treeAbove reports whether every row below some ancestor of key is known.
+func (t *tx) treeAbove(key string) bool {
+	for i := len(key) - 1; i > 0; i-- {
+		if key[i] == '/' && t.fullTrees[key[:i]] {
+			return true
+		}
+	}
+	return false
+}
+
+// cachedRelated answers Related from the rows cache, ordered by key and
+// session as the database answers it.
+func (t *tx) cachedRelated(key string) []store.Lock {
+	var out []store.Lock
+	for ref, l := range t.rows {
+		if l != nil && (ref.key == key || isBelow(key, ref.key) || isBelow(ref.key, key)) {
+			out = append(out, *l)
+		}
+	}
+	slices.SortFunc(out, func(a, b store.Lock) int {
+		return cmp.Or(cmp.Compare(a.Key, b.Key), cmp.Compare(a.Session, b.Session))
+	})
+	return out
+}
+
+// isBelow reports whether key is a descendant of ancestor.
+func isBelow(ancestor, key string) bool {
+	return len(key) > len(ancestor) && key[len(ancestor)] == '/' && strings.HasPrefix(key, ancestor)
+}

@@ -16,7 +16,7 @@ func (m *Manager) Acquire(ctx context.Context, req AcquireRequest) (*AcquireResu
 		return nil, err
 	}
 	var res *AcquireResult
-	err := m.update(ctx, "acquire", func(o *op) (err error) {
+	err := m.update(ctx, "acquire", scope{keys: req.Keys, session: req.Owner.Session}, func(o *op) (err error) {
 		res, err = o.acquire(req)
 		return err
 	})

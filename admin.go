@@ -28,7 +28,7 @@ func (m *Manager) ForceRelease(ctx context.Context, req ForceReleaseRequest) (*F
 		}
 	}
 	var res *ForceReleaseResult
-	err := m.update(ctx, "force_release", func(o *op) error {
+	err := m.update(ctx, "force_release", scope{keys: req.Keys, session: req.Session}, func(o *op) error {
 		res = &ForceReleaseResult{Released: []Lock{}}
 		var targets []store.Lock
 		if len(req.Keys) == 0 {

@@ -17,7 +17,7 @@ func (m *Manager) SetAggregate(ctx context.Context, a Aggregate) (*Aggregate, er
 	if err := ValidateKey(a.Root); err != nil {
 		return nil, invalid("root", "root: %v", err)
 	}
-	err := m.update(ctx, "set_aggregate", func(o *op) error {
+	err := m.update(ctx, "set_aggregate", scope{keys: []string{a.Member, a.Root}}, func(o *op) error {
 		resolved, err := o.resolve("root", a.Root)
 		if err != nil {
 			return err
@@ -49,7 +49,7 @@ func (m *Manager) RemoveAggregate(ctx context.Context, req RemoveAggregateReques
 	if err := ValidateKey(req.Member); err != nil {
 		return invalid("member", "member: %v", err)
 	}
-	return m.update(ctx, "remove_aggregate", func(o *op) error {
+	return m.update(ctx, "remove_aggregate", scope{keys: []string{req.Member}}, func(o *op) error {
 		return o.tx.DeleteAggregate(req.Member)
 	})
 }

@@ -16,9 +16,10 @@ import (
 //
 // If Batch returns an error, the store did not commit: every answer the
 // operations gave inside fn is void, successes included. fn may be called
-// more than once (the store may retry, and an operation that fails for a
-// reason other than a refusal makes the batch run again with one
-// transaction per operation, so that its failure undoes only its own
+// more than once (the store may retry, a store that reads ahead first
+// learns from a call what the operations touch, and an operation that
+// fails for a reason other than a refusal makes the batch run again with
+// one transaction per operation, so that its failure undoes only its own
 // writes); the answers of the last call are the ones that count.
 func (m *Manager) Batch(ctx context.Context, fn func(ctx context.Context)) error {
 	if batchOf(ctx) != nil {
@@ -26,8 +27,20 @@ func (m *Manager) Batch(ctx context.Context, fn func(ctx context.Context)) error
 		return nil
 	}
 	start := time.Now()
-	var b *batch
+	var (
+		b *batch
+		t *touched
+	)
 	err := m.store.Update(ctx, func(tx store.Tx) error {
+		if _, ok := tx.(store.Preparer); ok {
+			if t == nil {
+				t = &touched{}
+				fn(context.WithValue(ctx, batchKey{}, &batch{m: m, touched: t}))
+			}
+			if err := prepare(tx, t); err != nil {
+				return err
+			}
+		}
 		b = &batch{m: m, tx: tx}
 		fn(context.WithValue(ctx, batchKey{}, b))
 		return b.failed
@@ -36,36 +49,32 @@ func (m *Manager) Batch(ctx context.Context, fn func(ctx context.Context)) error
 		fn(ctx)
 		return nil
 	}
-	err = classify(err)
-	if err == nil {
-		m.events.publish(b.audit)
+	if b == nil {
+		return classify(err)
 	}
-	if b != nil {
-		for _, d := range b.done {
-			if err != nil {
-				d.err = err
-			}
-			m.observe(d.name, start, d.err)
-		}
+	m.settle(b.ops, err)
+	for _, p := range b.ops {
+		m.observe(p.name, start, p.err)
 	}
-	return err
+	return classify(err)
 }
 
 // batch is the shared transaction of a Batch.
 type batch struct {
-	m     *Manager
-	tx    store.Tx
-	audit []AuditEntry // published once the batch is durable
-	done  []doneOp
+	m   *Manager
+	tx  store.Tx
+	ops []*pending // run in this transaction, in order
 	// failed is set by an operation that failed other than by refusing;
 	// the batch is then run again, one transaction per operation.
 	failed error
+	// touched, when set, only gathers what the operations would touch,
+	// running none of them.
+	touched *touched
 }
 
-type doneOp struct {
-	name string
-	err  error
-}
+// errGathering answers the operations of a batch's first call when it
+// only gathers what they touch; the next call's answers replace it.
+var errGathering = errors.New("holdfast: gathering what a batch touches")
 
 type batchKey struct{}
 
@@ -75,23 +84,28 @@ func batchOf(ctx context.Context) *batch {
 }
 
 // update runs one operation of the batch in its transaction.
-func (b *batch) update(name string, fn func(o *op) error) error {
+func (b *batch) update(name string, sc scope, fn func(o *op) error) error {
+	if b.touched != nil {
+		b.touched.add(sc)
+		return errGathering
+	}
 	if b.failed != nil {
 		return b.failed
 	}
-	o := newOp(b.m, b.tx)
-	err := fn(o)
-	if err != nil && !isRefusal(err) {
-		b.failed = err
-		return err
+	p := &pending{name: name, fn: fn}
+	if p.run(b.m, b.tx) {
+		b.failed = p.err
+		return p.err
 	}
-	b.audit = append(b.audit, o.audit...)
-	b.done = append(b.done, doneOp{name, err})
-	return err
+	b.ops = append(b.ops, p)
+	return p.err
 }
 
 // view runs one read-only operation of the batch in its transaction.
 func (b *batch) view(name string, fn func(o *readOp) error) error {
+	if b.touched != nil {
+		return errGathering
+	}
 	if b.failed != nil {
 		return b.failed
 	}
@@ -100,6 +114,6 @@ func (b *batch) view(name string, fn func(o *readOp) error) error {
 		b.failed = err
 		return err
 	}
-	b.done = append(b.done, doneOp{name, nil})
+	b.ops = append(b.ops, &pending{name: name})
 	return nil
 }

@@ -23,7 +23,7 @@ func (m *Manager) Release(ctx context.Context, req ReleaseRequest) (*ReleaseResu
 		return nil, invalid("token", "token can be given with one key only")
 	}
 	var res *ReleaseResult
-	err := m.update(ctx, "release", func(o *op) error {
+	err := m.update(ctx, "release", scope{keys: req.Keys, session: req.Session}, func(o *op) error {
 		res = &ReleaseResult{Released: []Lock{}, NotHeld: []string{}}
 		if _, _, err := o.touch(req.Session); err != nil {
 			return err
@@ -98,7 +98,7 @@ func (m *Manager) Renew(ctx context.Context, req RenewRequest) (*RenewResult, er
 		return nil, invalid("ttl_seconds", "ttl_seconds must be greater than 0")
 	}
 	var res *RenewResult
-	err := m.update(ctx, "renew", func(o *op) error {
+	err := m.update(ctx, "renew", scope{keys: req.Keys, session: req.Session}, func(o *op) error {
 		if _, _, err := o.touch(req.Session); err != nil {
 			return err
 		}
@@ -173,7 +173,7 @@ func (m *Manager) Verify(ctx context.Context, req VerifyRequest) (*VerifyResult,
 		return nil, invalid("key", "key: %v", err)
 	}
 	var res *VerifyResult
-	err := m.update(ctx, "verify", func(o *op) error {
+	err := m.update(ctx, "verify", scope{keys: []string{req.Key}, session: req.Session}, func(o *op) error {
 		if _, _, err := o.touch(req.Session); err != nil {
 			return err
 		}

@@ -10,12 +10,14 @@ import (
 )
 
 // Manager is the lock manager: it owns the meaning of every lock operation
-// and keeps its records in a store.Store, one transaction per operation, so
-// every decision is atomic in the store.
+// and keeps its records in a store.Store, every operation inside one
+// transaction, so every decision is atomic in the store. Concurrent
+// operations share transactions, and so durable commits.
 type Manager struct {
 	store  store.Store
 	cfg    Config
 	events events
+	groups grouper
 
 	stop     chan struct{}
 	stopOnce sync.Once
@@ -61,34 +63,20 @@ func (m *Manager) Subscribe(prefix string) (entries <-chan AuditEntry, cancel fu
 }
 
 // update runs fn in one store transaction and, once it is durable,
-// publishes the audit entries it wrote.
-func (m *Manager) update(ctx context.Context, name string, fn func(o *op) error) error {
+// publishes the audit entries it wrote. Operations that arrive while
+// another group's operations run share the next transaction (see
+// grouper); sc names what fn will touch, for stores that read ahead.
+func (m *Manager) update(ctx context.Context, name string, sc scope, fn func(o *op) error) error {
 	if b := batchOf(ctx); b != nil {
-		return b.update(name, fn)
+		return b.update(name, sc, fn)
 	}
-	start := time.Now()
-	var (
-		published []AuditEntry
-		refusal   error
-	)
-	err := m.store.Update(ctx, func(tx store.Tx) error {
-		o := newOp(m, tx)
-		refusal = fn(o)
-		if refusal != nil && !isRefusal(refusal) {
-			return refusal
-		}
-		// A refusal is an answer, not a failure: what the operation wrote
-		// before refusing (the session's activity, the removal of records
-		// found expired) is true either way and is kept.
-		published = o.audit
-		return nil
-	})
-	err = classify(err)
-	if err == nil {
-		m.events.publish(published)
-		err = refusal
+	p := newPending(ctx, name, sc, fn)
+	if g, lead := m.groups.join(p); lead {
+		m.lead(p, g)
 	}
-	m.observe(name, start, err)
+	err := p.err
+	m.observe(name, p.start, err)
+	p.recycle()
 	return err
 }
 

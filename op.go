@@ -31,6 +31,12 @@ type sessionView struct {
 
 const fewSessions = 8
 
+// emptied returns c empty, keeping the buffer of a few.
+func (c *sessionCache) emptied() sessionCache {
+	clear(c.few)
+	return sessionCache{few: c.few[:0]}
+}
+
 func (c *sessionCache) get(id string) (sessionView, bool) {
 	if c.many != nil {
 		v, ok := c.many[id]
@@ -67,21 +73,42 @@ func (c *sessionCache) put(id string, v sessionView) {
 }
 
 func newReadOp(m *Manager, tx store.ReadTx) *readOp {
-	// Times travel with millisecond precision; keeping them so in the store
-	// makes every comparison agree with what clients see.
-	return &readOp{m: m, rtx: tx, now: tx.Now().UTC().Truncate(time.Millisecond)}
+	return &readOp{m: m, rtx: tx, now: storeNow(tx)}
+}
+
+// storeNow is the store's time. Times travel with millisecond precision;
+// keeping them so in the store makes every comparison agree with what
+// clients see.
+func storeNow(tx store.ReadTx) time.Time {
+	return tx.Now().UTC().Truncate(time.Millisecond)
 }
 
 // op is one read-write operation inside a store transaction.
 type op struct {
-	*readOp
+	readOp
 	tx    store.Tx
 	audit []AuditEntry // written by this operation, published after commit
 }
 
-func newOp(m *Manager, tx store.Tx) *op {
-	return &op{readOp: newReadOp(m, tx), tx: tx}
+// begin makes o a new operation in tx.
+func (o *op) begin(m *Manager, tx store.Tx) {
+	o.forget()
+	o.m, o.rtx, o.tx, o.now = m, tx, tx, storeNow(tx)
 }
+
+// forget drops what o refers to, keeping its buffers unless they grew
+// large (a sweep's).
+func (o *op) forget() {
+	clear(o.audit)
+	o.audit = o.audit[:0]
+	if cap(o.audit) > keptAudit {
+		o.audit = nil
+	}
+	o.readOp = readOp{sessions: o.sessions.emptied()}
+	o.tx = nil
+}
+
+const keptAudit = 16
 
 func (o *readOp) session(id string) (store.Session, bool, error) {
 	if v, ok := o.sessions.get(id); ok {

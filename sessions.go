@@ -20,7 +20,7 @@ func (m *Manager) Heartbeat(ctx context.Context, req HeartbeatRequest) (*Heartbe
 		return nil, invalid("idle_timeout_seconds", "idle_timeout_seconds must be greater than 0")
 	}
 	var res *HeartbeatResult
-	err := m.update(ctx, "heartbeat", func(o *op) error {
+	err := m.update(ctx, "heartbeat", scope{session: req.Session}, func(o *op) error {
 		s, ok, err := o.session(req.Session)
 		if err != nil {
 			return err
@@ -143,7 +143,7 @@ func (m *Manager) EndSession(ctx context.Context, req EndSessionRequest) (*EndSe
 		return nil, err
 	}
 	res := &EndSessionResult{Released: []Lock{}}
-	err := m.update(ctx, "end_session", func(o *op) error {
+	err := m.update(ctx, "end_session", scope{session: req.Session}, func(o *op) error {
 		res.Released = []Lock{}
 		s, live, err := o.touch(req.Session)
 		if err != nil || !live {

@@ -41,7 +41,7 @@ func (m *Manager) Sweep(ctx context.Context) error {
 				return err
 			}
 			var n int
-			err := m.update(ctx, "sweep", func(o *op) (err error) {
+			err := m.update(ctx, "sweep", scope{}, func(o *op) (err error) {
 				n, err = step(o)
 				return err
 			})

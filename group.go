@@ -1,0 +1,275 @@
+package holdfast
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/holdfast/holdfast/store"
+)
+
+// maxGroup bounds how many operations share one transaction, so that one
+// commit stays short.
+const maxGroup = 128
+
+// scope names what an operation will touch: the keys as its caller gave
+// them and the session it acts for. It is only a hint, for store.Preparer.
+type scope struct {
+	keys    []string
+	session string
+}
+
+// touched gathers the scopes of the operations of one transaction.
+type touched struct {
+	keys, sessions []string
+}
+
+func (t *touched) add(s scope) {
+	t.keys = append(t.keys, s.keys...)
+	if s.session != "" {
+		t.sessions = append(t.sessions, s.session)
+	}
+}
+
+// prepare tells a store that can read ahead what a transaction of several
+// operations will touch.
+func prepare(tx store.Tx, t *touched) error {
+	if p, ok := tx.(store.Preparer); ok {
+		return p.Prepare(t.keys, t.sessions)
+	}
+	return nil
+}
+
+// pending is one read-write operation on its way into a shared
+// transaction, and then its answer.
+type pending struct {
+	ctx   context.Context
+	name  string
+	scope scope
+	fn    func(o *op) error
+	start time.Time
+
+	op  op    // its state in the transaction; op.audit is what it wrote
+	err error // nil, a refusal or a failure
+
+	// group is the group it was taken into from the queue (set under
+	// grouper.mu); woken receives nil once it is answered, or the group
+	// its goroutine must lead.
+	group *group
+	woken chan *group
+	self  [1]*pending // a group of one, without an allocation
+}
+
+// pendings are reused: most of an operation's bookkeeping (its op, its
+// audit and session buffers, its wake-up channel) then costs nothing.
+var pendings = sync.Pool{New: func() any {
+	p := &pending{woken: make(chan *group, 1)}
+	p.self[0] = p
+	return p
+}}
+
+func newPending(ctx context.Context, name string, sc scope, fn func(o *op) error) *pending {
+	p := pendings.Get().(*pending)
+	p.ctx, p.name, p.scope, p.fn, p.start = ctx, name, sc, fn, time.Now()
+	return p
+}
+
+// recycle returns p to the pool once its caller has its answer.
+func (p *pending) recycle() {
+	p.ctx, p.name, p.scope, p.fn, p.err, p.group = nil, "", scope{}, nil, nil, nil
+	p.op.forget()
+	pendings.Put(p)
+}
+
+// run runs p as one operation in tx and reports whether it failed other
+// than by refusing, in which case the transaction must not commit. A
+// refusal is an answer, not a failure: what the operation wrote before
+// refusing (the session's activity, the removal of records found expired)
+// is true either way and is kept.
+func (p *pending) run(m *Manager, tx store.Tx) (failed bool) {
+	p.op.begin(m, tx)
+	p.err = p.fn(&p.op)
+	return p.err != nil && !isRefusal(p.err)
+}
+
+// group is what the queue held when its turn came: operations that were
+// all pending at once, so that any order of them is a valid one.
+type group struct {
+	ops    []*pending
+	leader *pending
+	// ctx is done once every caller has given up: one caller's
+	// cancellation must not fail the others' operations.
+	ctx     context.Context
+	cancel  context.CancelFunc
+	waiting atomic.Int64
+}
+
+func (g *group) gone() {
+	if g.waiting.Add(-1) == 0 {
+		g.cancel()
+	}
+}
+
+// grouper lets the operations of one group at a time run in the store.
+// Operations that arrive meanwhile queue, and become the next group as
+// soon as those operations have run: that group's transaction starts
+// while the previous one is still being made durable.
+type grouper struct {
+	mu      sync.Mutex
+	running bool
+	queue   []*pending
+}
+
+// join waits for p's turn. It returns lead true when p's goroutine must
+// lead g (nil: p alone); else p is answered, or gave up while queued.
+func (gr *grouper) join(p *pending) (g *group, lead bool) {
+	gr.mu.Lock()
+	if !gr.running {
+		// Alone: no waiting.
+		gr.running = true
+		gr.mu.Unlock()
+		return nil, true
+	}
+	gr.queue = append(gr.queue, p)
+	gr.mu.Unlock()
+	select {
+	case g := <-p.woken:
+		return g, g != nil
+	case <-p.ctx.Done():
+	}
+	gr.mu.Lock()
+	if i := slices.Index(gr.queue, p); i >= 0 {
+		gr.queue = slices.Delete(gr.queue, i, i+1)
+		gr.mu.Unlock()
+		p.err = classify(p.ctx.Err()) // it never ran
+		return nil, false
+	}
+	g = p.group
+	gr.mu.Unlock()
+	if g.leader != p {
+		g.gone()
+	}
+	g = <-p.woken // it is in a group already: its answer is coming
+	return g, g != nil
+}
+
+// next gives the turn to what queued meanwhile, led by the first.
+func (gr *grouper) next() {
+	gr.mu.Lock()
+	defer gr.mu.Unlock()
+	n := min(len(gr.queue), maxGroup)
+	if n == 0 {
+		gr.running = false
+		return
+	}
+	g := &group{ops: slices.Clone(gr.queue[:n]), leader: gr.queue[0]}
+	left := copy(gr.queue, gr.queue[n:])
+	clear(gr.queue[left:])
+	gr.queue = gr.queue[:left]
+	if n > 1 {
+		g.ctx, g.cancel = context.WithCancel(context.WithoutCancel(g.leader.ctx))
+		g.waiting.Store(int64(n))
+	}
+	for _, p := range g.ops {
+		p.group = g
+	}
+	g.leader.woken <- g
+}
+
+// lead commits self's group (self alone when g is nil), in one
+// transaction if it can, and answers every operation of it. An operation
+// that fails other than by refusing is taken out, the others run again
+// without it, and then it runs alone: its failure undoes only its own
+// writes, and no caller gets another's error.
+func (m *Manager) lead(self *pending, g *group) {
+	ops, ctx := self.self[:], self.ctx
+	if g != nil && len(g.ops) > 1 {
+		ops, ctx = g.ops, g.ctx
+		stop := context.AfterFunc(self.ctx, g.gone)
+		defer func() {
+			stop()
+			g.cancel()
+		}()
+	}
+	t := turn{m: m}
+	var alone []*pending
+	for len(ops) > 0 {
+		failed := m.commit(ctx, ops, self, &t)
+		if failed == nil {
+			break
+		}
+		ops = slices.DeleteFunc(ops, func(p *pending) bool { return p == failed })
+		alone = append(alone, failed)
+	}
+	t.pass() // in case the store never got as far as running them
+	for _, p := range alone {
+		m.commit(p.ctx, p.self[:], self, nil)
+	}
+}
+
+// turn passes the turn on once, when the operations have run.
+type turn struct {
+	m      *Manager
+	passed bool
+}
+
+func (t *turn) pass() {
+	if t != nil && !t.passed {
+		t.passed = true
+		t.m.groups.next()
+	}
+}
+
+// commit runs ops in one transaction and answers them, except when one of
+// several fails other than by refusing: then nothing is kept or answered,
+// and commit returns that one. Once the operations have run, before the
+// commit is durable, t passes the turn.
+func (m *Manager) commit(ctx context.Context, ops []*pending, self *pending, t *turn) (failed *pending) {
+	err := m.store.Update(ctx, func(tx store.Tx) error {
+		defer t.pass()
+		failed = nil // the store may call fn again: the last call counts
+		if len(ops) > 1 {
+			var tt touched
+			for _, p := range ops {
+				tt.add(p.scope)
+			}
+			if err := prepare(tx, &tt); err != nil {
+				return err
+			}
+		}
+		for _, p := range ops {
+			if p.run(m, tx) {
+				failed = p
+				return p.err
+			}
+		}
+		return nil
+	})
+	if failed != nil && len(ops) > 1 && errors.Is(err, failed.err) {
+		return failed
+	}
+	m.settle(ops, err)
+	for _, p := range ops {
+		if p != self {
+			p.woken <- nil
+		}
+	}
+	return nil
+}
+
+// settle gives ops the outcome of their transaction, the store's error if
+// it failed, else each its own answer, and publishes what they wrote.
+func (m *Manager) settle(ops []*pending, err error) {
+	if err = classify(err); err != nil {
+		for _, p := range ops {
+			p.err = err
+		}
+		return
+	}
+	for _, p := range ops {
+		m.events.publish(p.op.audit)
+	}
+}

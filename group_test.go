@@ -1,0 +1,437 @@
+package holdfast_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/holdfast/holdfast"
+	"github.com/holdfast/holdfast/memstore"
+	"github.com/holdfast/holdfast/store"
+)
+
+// tapStore is a real store that counts transactions, can hold them before
+// they run, fails writes of poisoned keys, and records read-ahead hints.
+type tapStore struct {
+	store.Store
+	updates atomic.Int64
+	// hold is how many of the next transactions wait, each announced on
+	// held, until the test closes the channel it sent.
+	hold     atomic.Int64
+	held     chan chan struct{}
+	prepares bool // the Tx implements store.Preparer
+
+	mu       sync.Mutex
+	prepared [][2][]string // keys, sessions of each Prepare
+}
+
+var errPoisoned = errors.New("poisoned key")
+
+func newTapStore(now func() time.Time) *tapStore {
+	return &tapStore{Store: memstore.New(memstore.Config{Now: now}), held: make(chan chan struct{})}
+}
+
+func (s *tapStore) Update(ctx context.Context, fn func(store.Tx) error) error {
+	s.updates.Add(1)
+	if s.hold.Add(-1) >= 0 {
+		release := make(chan struct{})
+		s.held <- release
+		<-release
+		// A store that waits on the network honours ctx here.
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+	}
+	return s.Store.Update(ctx, func(tx store.Tx) error {
+		t := tapTx{Tx: tx}
+		if s.prepares {
+			return fn(preparingTx{t, s})
+		}
+		return fn(t)
+	})
+}
+
+type tapTx struct{ store.Tx }
+
+func (t tapTx) PutLock(l store.Lock) error {
+	if strings.HasPrefix(l.Key, "poison/") {
+		return errPoisoned
+	}
+	return t.Tx.PutLock(l)
+}
+
+type preparingTx struct {
+	tapTx
+	s *tapStore
+}
+
+func (t preparingTx) Prepare(keys, sessions []string) error {
+	t.s.mu.Lock()
+	defer t.s.mu.Unlock()
+	t.s.prepared = append(t.s.prepared, [2][]string{slices.Clone(keys), slices.Clone(sessions)})
+	return nil
+}
+
+func newTapManager(t *testing.T, s *tapStore) *holdfast.Manager {
+	t.Helper()
+	m, err := holdfast.New(s, holdfast.Config{SweepInterval: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { m.Close(); s.Close() })
+	return m
+}
+
+// holdFirst starts an operation whose transaction the store holds, so
+// that the operations started next queue behind it; it returns the
+// function that lets it go.
+func holdFirst(t *testing.T, m *holdfast.Manager, s *tapStore) (letGo func()) {
+	t.Helper()
+	s.hold.Store(1)
+	done := make(chan error, 1)
+	go func() {
+		_, err := m.Heartbeat(context.Background(), holdfast.HeartbeatRequest{Session: "s-first"})
+		done <- err
+	}()
+	release := <-s.held
+	return func() {
+		close(release)
+		if err := <-done; err != nil {
+			t.Errorf("the held operation: %v", err)
+		}
+	}
+}
+
+// queue starts op and returns once it waits in the queue, so that the
+// order of the queue is the order of the calls.
+func queue(t *testing.T, m *holdfast.Manager, wg *sync.WaitGroup, op func()) {
+	t.Helper()
+	before := holdfast.Queued(m)
+	wg.Go(op)
+	waitQueued(t, m, before+1)
+}
+
+func waitQueued(t *testing.T, m *holdfast.Manager, n int) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); holdfast.Queued(m) != n; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d operations queued, want %d", holdfast.Queued(m), n)
+		}
+	}
+}
+
+// Operations that arrive while a transaction runs share the next one.
+func TestQueuedOperationsShareOneTransaction(t *testing.T) {
+	t.Parallel()
+	s := newTapStore(nil)
+	m := newTapManager(t, s)
+	events, cancel := m.Subscribe("")
+	defer cancel()
+
+	letGo := holdFirst(t, m, s)
+	const n = 10
+	var (
+		wg   sync.WaitGroup
+		res  [n]*holdfast.AcquireResult
+		errs [n]error
+	)
+	for i := range n {
+		queue(t, m, &wg, func() {
+			res[i], errs[i] = m.Acquire(context.Background(), acquireReq(fmt.Sprintf("order/%d", i), fmt.Sprintf("s-%d", i)))
+		})
+	}
+	letGo()
+	wg.Wait()
+	if got := s.updates.Load(); got != 2 {
+		t.Errorf("%d store transactions, want 2 (the held one, then one for the %d queued)", got, n)
+	}
+	for i := range n {
+		if errs[i] != nil {
+			t.Fatalf("acquire %d: %v", i, errs[i])
+		}
+		if l := res[i].Locks[0]; l.Key != fmt.Sprintf("order/%d", i) || l.Owner.Session != fmt.Sprintf("s-%d", i) {
+			t.Errorf("acquire %d granted %s to %s", i, l.Key, l.Owner.Session)
+		}
+		if i > 0 && res[i].Locks[0].Token <= res[i-1].Locks[0].Token {
+			t.Errorf("tokens %d then %d: the group did not run in queue order", res[i-1].Locks[0].Token, res[i].Locks[0].Token)
+		}
+	}
+	for i := range n {
+		if e := <-events; e.Event != holdfast.EventAcquired || e.Lock.Key != fmt.Sprintf("order/%d", i) {
+			t.Errorf("event %d: %s %s", i, e.Event, e.Lock.Key)
+		}
+	}
+}
+
+// Under load, concurrent callers share transactions and each still gets
+// exactly its own answer.
+func TestConcurrentCallersShareCommits(t *testing.T) {
+	t.Parallel()
+	s := newTapStore(nil)
+	m := newTapManager(t, s)
+	const callers, cycles = 64, 25
+	var wg sync.WaitGroup
+	for c := range callers {
+		wg.Go(func() {
+			key, session := fmt.Sprintf("order/%d", c), fmt.Sprintf("s-%d", c)
+			var last uint64
+			for range cycles {
+				acq, err := m.Acquire(t.Context(), acquireReq(key, session))
+				if err != nil {
+					t.Errorf("%s: acquire: %v", session, err)
+					return
+				}
+				l := acq.Locks[0]
+				if l.Key != key || l.Owner.Session != session || l.Token <= last {
+					t.Errorf("%s got %s of %s under token %d after %d", session, l.Key, l.Owner.Session, l.Token, last)
+					return
+				}
+				last = l.Token
+				rel, err := m.Release(t.Context(), holdfast.ReleaseRequest{Session: session, Keys: []string{key}})
+				if err != nil {
+					t.Errorf("%s: release: %v", session, err)
+					return
+				}
+				if len(rel.Released) != 1 || rel.Released[0].Token != l.Token || len(rel.NotHeld) != 0 {
+					t.Errorf("%s released %v (not held %v), want token %d", session, rel.Released, rel.NotHeld, l.Token)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	ops := int64(2 * callers * cycles)
+	if got := s.updates.Load(); got >= ops {
+		t.Errorf("%d store transactions for %d operations: none were shared", got, ops)
+	} else {
+		t.Logf("%d store transactions for %d operations", got, ops)
+	}
+	page, err := m.Locks(t.Context(), holdfast.LockQuery{})
+	if err != nil || len(page.Locks) != 0 {
+		t.Errorf("still held: %v, %v", page, err)
+	}
+}
+
+// An operation that fails (here on a store error) fails alone: the others
+// in its group commit, and nothing it wrote before failing is kept.
+func TestFailingOperationFailsAlone(t *testing.T) {
+	t.Parallel()
+	s := newTapStore(nil)
+	m := newTapManager(t, s)
+	ctx := context.Background()
+	if _, err := m.SetAggregate(ctx, holdfast.Aggregate{Member: "asset/9", Root: "lease/3"}); err != nil {
+		t.Fatal(err)
+	}
+	events, cancel := m.Subscribe("")
+	defer cancel()
+	before := s.updates.Load()
+
+	letGo := holdFirst(t, m, s)
+	var (
+		wg                  sync.WaitGroup
+		first, poison, last error
+		cycle               error
+	)
+	queue(t, m, &wg, func() { _, first = m.Acquire(ctx, acquireReq("order/1", "s-1")) })
+	queue(t, m, &wg, func() {
+		// order/2 is written before poison/1 fails.
+		_, poison = m.Acquire(ctx, holdfast.AcquireRequest{Keys: []string{"order/2", "poison/1"}, Owner: holdfast.Owner{Session: "s-2"}})
+	})
+	queue(t, m, &wg, func() {
+		_, cycle = m.SetAggregate(ctx, holdfast.Aggregate{Member: "lease/3", Root: "asset/9"})
+	})
+	queue(t, m, &wg, func() { _, last = m.Acquire(ctx, acquireReq("order/3", "s-3")) })
+	letGo()
+	wg.Wait()
+
+	if first != nil || last != nil {
+		t.Fatalf("the group's other operations failed: %v, %v", first, last)
+	}
+	if !errors.Is(poison, holdfast.ErrUnavailable) || !errors.Is(poison, errPoisoned) {
+		t.Errorf("the poisoned acquire: %v, want its own store error", poison)
+	}
+	if !errors.Is(cycle, holdfast.ErrInvalid) {
+		t.Errorf("the cycle: %v, want ErrInvalid", cycle)
+	}
+	// Held, the group with both, without the first failure, without the
+	// second, then each failure alone.
+	if got := s.updates.Load() - before; got != 6 {
+		t.Errorf("%d store transactions, want 6", got)
+	}
+	page, err := m.Locks(ctx, holdfast.LockQuery{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var held []string
+	for _, l := range page.Locks {
+		held = append(held, l.Key+" "+l.Owner.Session)
+	}
+	if want := []string{"order/1 s-1", "order/3 s-3"}; !slices.Equal(held, want) {
+		t.Errorf("held %v, want %v", held, want)
+	}
+	for _, want := range []string{"order/1", "order/3"} {
+		if e := <-events; e.Event != holdfast.EventAcquired || e.Lock.Key != want {
+			t.Errorf("event %s %s, want acquired %s", e.Event, e.Lock.Key, want)
+		}
+	}
+	select {
+	case e := <-events:
+		t.Errorf("unexpected event %s %s", e.Event, e.Lock.Key)
+	default:
+	}
+}
+
+// A refusal is an answer: it does not fail its group, and what the
+// refused operation wrote (its session's activity) is kept.
+func TestRefusalInGroupKeepsItsWrites(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2026, 11, 30, 10, 0, 0, 0, time.UTC)
+	var clock atomic.Pointer[time.Time]
+	clock.Store(&now)
+	s := newTapStore(func() time.Time { return *clock.Load() })
+	m := newTapManager(t, s)
+	ctx := context.Background()
+	if _, err := m.Heartbeat(ctx, holdfast.HeartbeatRequest{Session: "s-2", IdleTimeout: holdfast.Duration(time.Hour)}); err != nil {
+		t.Fatal(err)
+	}
+	later := now.Add(time.Minute)
+	clock.Store(&later)
+	before := s.updates.Load()
+
+	letGo := holdFirst(t, m, s)
+	var (
+		wg               sync.WaitGroup
+		bob, carol, dave error
+	)
+	queue(t, m, &wg, func() { _, bob = m.Acquire(ctx, acquireReq("order/1", "s-1")) })
+	queue(t, m, &wg, func() { _, carol = m.Acquire(ctx, acquireReq("order/1", "s-2")) })
+	queue(t, m, &wg, func() { _, dave = m.Acquire(ctx, acquireReq("order/2", "s-3")) })
+	letGo()
+	wg.Wait()
+
+	if bob != nil || dave != nil || !errors.Is(carol, holdfast.ErrLocked) {
+		t.Fatalf("answers %v, %v, %v: want the second acquire of order/1 refused, the others granted", bob, carol, dave)
+	}
+	if got := s.updates.Load() - before; got != 2 {
+		t.Errorf("%d store transactions, want 2: a refusal must not split its group", got)
+	}
+	page, err := m.Sessions(ctx, holdfast.SessionQuery{Session: "s-2"})
+	if err != nil || len(page.Sessions) != 1 {
+		t.Fatalf("sessions: %v, %v", page, err)
+	}
+	if got := time.Time(page.Sessions[0].LastSeen); !got.Equal(later) {
+		t.Errorf("s-2 last seen %v, want %v: the refused acquire's activity was lost", got, later)
+	}
+}
+
+// One caller giving up does not fail the others: one that gave up while
+// queued never runs, and a group runs on while any caller still waits.
+func TestCancelledCallerDoesNotFailItsGroup(t *testing.T) {
+	t.Parallel()
+	s := newTapStore(nil)
+	m := newTapManager(t, s)
+
+	letGo := holdFirst(t, m, s)
+	var (
+		wg                        sync.WaitGroup
+		quitter, leader, follower error
+	)
+	quitCtx, quit := context.WithCancel(context.Background())
+	leadCtx, leave := context.WithCancel(context.Background())
+	queue(t, m, &wg, func() { _, quitter = m.Acquire(quitCtx, acquireReq("order/0", "s-0")) })
+	queue(t, m, &wg, func() { _, leader = m.Acquire(leadCtx, acquireReq("order/1", "s-1")) })
+	queue(t, m, &wg, func() { _, follower = m.Acquire(context.Background(), acquireReq("order/2", "s-2")) })
+	quit()
+	waitQueued(t, m, 2)
+	// The group's transaction is held too; its leader gives up meanwhile.
+	s.hold.Store(1)
+	go letGo()
+	release := <-s.held
+	leave()
+	close(release)
+	wg.Wait()
+
+	if !errors.Is(quitter, context.Canceled) {
+		t.Errorf("the caller that gave up while queued: %v", quitter)
+	}
+	if leader != nil || follower != nil {
+		t.Errorf("the group failed with its leader's cancellation: %v, %v", leader, follower)
+	}
+	page, err := m.Locks(context.Background(), holdfast.LockQuery{})
+	if err != nil || len(page.Locks) != 2 || page.Locks[0].Key != "order/1" {
+		t.Errorf("held %v (%v), want order/1 and order/2", page, err)
+	}
+}
+
+// A group tells a store that reads ahead every key and session its
+// operations name; so does a batch. A lone operation needs no hint.
+func TestPrepareNamesWhatOperationsTouch(t *testing.T) {
+	t.Parallel()
+	s := newTapStore(nil)
+	s.prepares = true
+	m := newTapManager(t, s)
+	ctx := context.Background()
+	if _, err := m.Acquire(ctx, acquireReq("order/9", "s-9")); err != nil {
+		t.Fatal(err)
+	}
+	if len(s.prepared) != 0 {
+		t.Fatalf("a lone operation prepared %v", s.prepared)
+	}
+
+	letGo := holdFirst(t, m, s)
+	var wg sync.WaitGroup
+	errs := make([]error, 6)
+	queue(t, m, &wg, func() {
+		_, errs[0] = m.Acquire(ctx, holdfast.AcquireRequest{Keys: []string{"order/1", "order/2"}, Owner: holdfast.Owner{Session: "s-1"}})
+	})
+	queue(t, m, &wg, func() {
+		_, errs[1] = m.Release(ctx, holdfast.ReleaseRequest{Session: "s-9", Keys: []string{"order/9"}})
+	})
+	queue(t, m, &wg, func() { _, errs[2] = m.Heartbeat(ctx, holdfast.HeartbeatRequest{Session: "s-3"}) })
+	queue(t, m, &wg, func() {
+		_, errs[3] = m.Verify(ctx, holdfast.VerifyRequest{Session: "s-1", Key: "order/2"})
+	})
+	queue(t, m, &wg, func() {
+		_, errs[4] = m.SetAggregate(ctx, holdfast.Aggregate{Member: "asset/1", Root: "lease/1"})
+	})
+	queue(t, m, &wg, func() { _, errs[5] = m.EndSession(ctx, holdfast.EndSessionRequest{Session: "s-4"}) })
+	letGo()
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("operation %d: %v", i, err)
+		}
+	}
+	want := [2][]string{
+		{"order/1", "order/2", "order/9", "order/2", "asset/1", "lease/1"},
+		{"s-1", "s-9", "s-3", "s-1", "s-4"},
+	}
+	if len(s.prepared) != 1 || !slices.Equal(s.prepared[0][0], want[0]) || !slices.Equal(s.prepared[0][1], want[1]) {
+		t.Fatalf("prepared %v, want once %v", s.prepared, want)
+	}
+
+	s.prepared = nil
+	var granted *holdfast.AcquireResult
+	var released *holdfast.ReleaseResult
+	var batchErrs [2]error
+	err := m.Batch(ctx, func(ctx context.Context) {
+		granted, batchErrs[0] = m.Acquire(ctx, acquireReq("order/5", "s-5"))
+		released, batchErrs[1] = m.Release(ctx, holdfast.ReleaseRequest{Session: "s-1", Keys: []string{"order/1"}})
+	})
+	if err != nil || batchErrs[0] != nil || batchErrs[1] != nil {
+		t.Fatalf("batch: %v, %v", err, batchErrs)
+	}
+	if granted.Locks[0].Key != "order/5" || len(released.Released) != 1 {
+		t.Errorf("batch answers %v, %v", granted.Locks, released.Released)
+	}
+	want = [2][]string{{"order/5", "order/1"}, {"s-5", "s-1"}}
+	if len(s.prepared) != 1 || !slices.Equal(s.prepared[0][0], want[0]) || !slices.Equal(s.prepared[0][1], want[1]) {
+		t.Errorf("the batch prepared %v, want once %v", s.prepared, want)
+	}
+}

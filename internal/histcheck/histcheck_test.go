@@ -269,9 +269,19 @@ func TestModel(t *testing.T) {
 				histcheck.Output{Outcome: histcheck.OK, Grants: []histcheck.Grant{{Key: "k", Session: "a", Token: 1}}}),
 			op(1, 20, 30, acq("b", "k"), granted("b", "k", 2)),
 		}},
-		{"token going backwards", false, []histcheck.Op{
-			op(0, 0, 10, acq("a", "k"), granted("a", "k", 5)),
-			op(1, 20, 30, acq("b", "j"), granted("b", "j", 4)),
+		{"token going backwards on a related key", false, []histcheck.Op{
+			op(0, 0, 10, acq("a", "k/c"), granted("a", "k/c", 5)),
+			op(1, 20, 30, acq("b", "k/d"), granted("b", "k/d", 6)),
+			op(2, 40, 50, acq("c", "k"), histcheck.Output{Outcome: histcheck.Locked, Grants: []histcheck.Grant{
+				{Key: "k/c", Session: "a", Token: 5}, {Key: "k/d", Session: "b", Token: 6}}}),
+			op(0, 60, 70, histcheck.Input{Kind: histcheck.Release, Family: "f", Session: "a", Keys: []string{"k/c"}},
+				histcheck.Output{Outcome: histcheck.OK, Grants: []histcheck.Grant{{Key: "k/c", Session: "a", Token: 5}}}),
+			op(2, 80, 90, acq("c", "k/c/x"), granted("c", "k/c/x", 4)),
+		}},
+		{"overlapping grants of unrelated keys seen out of token order", true, []histcheck.Op{
+			op(0, 0, 50, acq("a", "k/c"), granted("a", "k/c", 5)),
+			op(1, 10, 20, acq("b", "k/d"), granted("b", "k/d", 6)),
+			op(2, 30, 40, holders("k"), listed(histcheck.Grant{Key: "k/d", Session: "b", Token: 6})),
 		}},
 		{"re-entrant acquire keeps the token", true, []histcheck.Op{
 			op(0, 0, 10, acq("a", "k"), granted("a", "k", 5)),

@@ -13,13 +13,19 @@ import (
 )
 
 // state is what the model knows of one family: the live locks, sorted by
-// key then session, the highest token issued in it, and the store's time
-// (Unix milliseconds; 0 while the history has no Tick and expiry is not
-// modelled). It is never changed in place.
+// key then session, the highest token issued on each key, and the store's
+// time (Unix milliseconds; 0 while the history has no Tick and expiry is
+// not modelled). It is never changed in place.
 type state struct {
-	locks    []Grant
-	maxToken uint64
-	now      int64
+	locks []Grant
+	// issued holds the highest token issued on each key, sorted by key.
+	// Tokens only grow among related keys (a key, its ancestors, its
+	// descendants): that orders every write made under a lock after the
+	// writes made under the locks it conflicts with. Grants of unrelated
+	// keys may overlap, and a store that runs them side by side (PostgreSQL)
+	// may make the one with the higher token visible first.
+	issued []keyToken
+	now    int64
 	// sessions are the sessions seen, sorted by id.
 	sessions []session
 }
@@ -141,9 +147,32 @@ func (s state) find(key, session string) (int, bool) {
 	return slices.BinarySearchFunc(s.locks, Grant{Key: key, Session: session}, compareGrants)
 }
 
-func (s state) with(locks []Grant, maxToken uint64) state {
-	slices.SortFunc(locks, compareGrants)
-	s.locks, s.maxToken = locks, max(s.maxToken, maxToken)
+type keyToken struct {
+	key   string
+	token uint64
+}
+
+// highestRelated is the highest token issued on key or a key related to
+// it; a new grant of key must be above it.
+func (s state) highestRelated(key string) uint64 {
+	var top uint64
+	for _, kt := range s.issued {
+		if related(kt.key, key) {
+			top = max(top, kt.token)
+		}
+	}
+	return top
+}
+
+// issue records token as issued on key.
+func (s state) issue(key string, token uint64) state {
+	i, ok := slices.BinarySearchFunc(s.issued, key, func(kt keyToken, key string) int { return strings.Compare(kt.key, key) })
+	s.issued = slices.Clone(s.issued)
+	if !ok {
+		s.issued = slices.Insert(s.issued, i, keyToken{key, token})
+	} else {
+		s.issued[i].token = max(s.issued[i].token, token)
+	}
 	return s
 }
 
@@ -177,7 +206,7 @@ var model = porcupine.NondeterministicModel{
 	},
 	Equal: func(a, b any) bool {
 		x, y := a.(state), b.(state)
-		return x.maxToken == y.maxToken && x.now == y.now && slices.Equal(x.locks, y.locks) &&
+		return x.now == y.now && slices.Equal(x.locks, y.locks) && slices.Equal(x.issued, y.issued) &&
 			slices.EqualFunc(x.sessions, y.sessions, func(a, b session) bool {
 				return a.id == b.id && a.ended == b.ended && slices.Equal(a.pending, b.pending) &&
 					a.idle == b.idle && a.lastSeen == b.lastSeen && a.unsure == b.unsure
@@ -513,7 +542,7 @@ func grant(st state, in Input, blockers []Grant, seen []Grant) (next state, want
 	locks := slices.DeleteFunc(slices.Clone(st.locks), func(g Grant) bool { return slices.Contains(blockers, g) })
 	keys := sorted(in.Keys)
 	keys = slices.Compact(keys)
-	maxToken := st.maxToken
+	tokens := st // the tokens issued, with this acquire's
 	for _, k := range keys {
 		i := slices.IndexFunc(locks, func(g Grant) bool { return g.Key == k && g.Session == in.Session })
 		var g Grant
@@ -539,13 +568,13 @@ func grant(st state, in Input, blockers []Grant, seen []Grant) (next state, want
 			switch {
 			case s.Session != g.Session || s.Shared != g.Shared || s.User != g.User || !st.sameExpiry(g.Expires, s.Expires):
 				return st, nil, false
-			case isNew && s.Token <= maxToken:
+			case isNew && s.Token <= tokens.highestRelated(k):
 				return st, nil, false // tokens only grow
 			case !isNew && g.Token != 0 && s.Token != g.Token:
 				return st, nil, false // re-entrant: the token is kept
 			}
 			g.Token = s.Token
-			maxToken = max(maxToken, s.Token)
+			tokens = tokens.issue(k, s.Token)
 		}
 		want = append(want, g)
 		locks = append(locks, g)
@@ -553,7 +582,10 @@ func grant(st state, in Input, blockers []Grant, seen []Grant) (next state, want
 	if seen != nil && !tokensUnique(locks) {
 		return st, nil, false
 	}
-	return st.with(locks, maxToken).lose(blockers, "taken_over").started(in.Session, in.IdleTimeout), want, true
+	slices.SortFunc(locks, compareGrants)
+	next = st
+	next.locks, next.issued = locks, tokens.issued
+	return next.lose(blockers, "taken_over").started(in.Session, in.IdleTimeout), want, true
 }
 
 // release removes the session's locks on keys; with token set (one key),
@@ -580,8 +612,7 @@ func (st state) reveal(want, seen []Grant) (state, bool) {
 	if len(want) != len(seen) {
 		return st, false
 	}
-	learned := false
-	maxToken := st.maxToken
+	learned, tokens := false, st
 	for i, w := range want {
 		s := seen[i]
 		if w.Key != s.Key || w.Session != s.Session || w.Shared != s.Shared || w.User != s.User || !st.sameExpiry(w.Expires, s.Expires) {
@@ -590,8 +621,7 @@ func (st state) reveal(want, seen []Grant) (state, bool) {
 		switch {
 		case w.Token == s.Token:
 		case w.Token == 0 && s.Token > 0:
-			learned = true
-			maxToken = max(maxToken, s.Token)
+			learned, tokens = true, tokens.issue(s.Key, s.Token)
 		default:
 			return st, false
 		}
@@ -608,7 +638,7 @@ func (st state) reveal(want, seen []Grant) (state, bool) {
 	if !tokensUnique(locks) {
 		return st, false
 	}
-	st.locks, st.maxToken = locks, maxToken
+	st.locks, st.issued = locks, tokens.issued
 	return st, true
 }
 
@@ -651,7 +681,10 @@ func describeGrants(gs []Grant) string {
 }
 
 func describeState(st state) string {
-	d := describeGrants(st.locks) + " max#" + strconv.FormatUint(st.maxToken, 10)
+	d := describeGrants(st.locks) + " issued"
+	for _, kt := range st.issued {
+		d += fmt.Sprintf(" %s#%d", kt.key, kt.token)
+	}
 	for _, s := range st.sessions {
 		if s.ended {
 			d += " " + s.id + ":ended"

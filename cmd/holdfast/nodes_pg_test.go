@@ -18,6 +18,7 @@ import (
 
 	"github.com/holdfast/holdfast"
 	"github.com/holdfast/holdfast/client"
+	"github.com/holdfast/holdfast/internal/pgtest"
 	"github.com/holdfast/holdfast/internal/tcpproxy"
 )
 
@@ -342,5 +343,56 @@ func TestNodeUnreachableDatabase(t *testing.T) {
 	}
 	if _, err := acquire(c, "policy/2", "after"); err != nil {
 		t.Fatalf("acquire of a free key after the outage: %v", err)
+	}
+}
+
+// A real restart of PostgreSQL under a running holdfast serve, once by a
+// fast shutdown and once by a crash (immediate): while the database is
+// down, requests get 503 unavailable with Retry-After and /readyz says
+// 503; the same process serves again by itself once the database is back,
+// and the grant it acknowledged before is still held.
+func TestNodeDatabaseRestart(t *testing.T) {
+	t.Parallel()
+	db := pgtest.Start(t)
+	node := startNode(t, db.DSN(), migratedSchema(t, db.DSN()))
+	c := newClient(t, node.url)
+	for i, mode := range []pgtest.Mode{pgtest.Fast, pgtest.Immediate} {
+		key, free := fmt.Sprintf("policy/restart-%d", i), fmt.Sprintf("policy/free-%d", i)
+		if _, err := acquire(c, key, "before"); err != nil {
+			t.Fatal(err)
+		}
+
+		db.Stop(mode)
+		for _, k := range []string{key, free} {
+			_, err := acquire(c, k, "during")
+			var un *holdfast.UnavailableError
+			if !errors.As(err, &un) || un.RetryAfter <= 0 {
+				t.Fatalf("%s stop: acquire of %s: %v; want 503 unavailable with Retry-After", mode, k, err)
+			}
+		}
+		if code, h := get(node.url + "/readyz"); code != http.StatusServiceUnavailable || h.Get("Retry-After") == "" {
+			t.Errorf("%s stop: /readyz %d, Retry-After %q; want 503 with Retry-After", mode, code, h.Get("Retry-After"))
+		}
+
+		db.Start()
+		deadline := time.Now().Add(30 * time.Second)
+		for code, _ := get(node.url + "/readyz"); code != http.StatusOK; code, _ = get(node.url + "/readyz") {
+			if time.Now().After(deadline) {
+				t.Fatalf("%s stop: /readyz still %d 30s after the database started again\n%s", mode, code, node.stderr.String())
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		if err := node.cmd.Process.Signal(syscall.Signal(0)); err != nil {
+			t.Fatalf("%s stop: holdfast serve is gone: %v", mode, err)
+		}
+		_, err := acquire(c, key, "after")
+		var locked *holdfast.LockedError
+		if !errors.As(err, &locked) || len(locked.Conflicts) != 1 || len(locked.Conflicts[0].Holders) != 1 ||
+			locked.Conflicts[0].Holders[0].Owner.Session != "before" {
+			t.Fatalf("%s stop: acquire after the restart: %v; want it refused, held by the session granted before it", mode, err)
+		}
+		if _, err := acquire(c, free, "after"); err != nil {
+			t.Fatalf("%s stop: acquire of a free key after the restart: %v", mode, err)
+		}
 	}
 }

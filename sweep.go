@@ -3,23 +3,33 @@ package holdfast
 import (
 	"context"
 	"time"
+
+	"github.com/holdfast/holdfast/store"
 )
 
 // sweepBatch bounds the work of one sweep transaction, so that a mass
 // expiry never holds the store for long.
 const sweepBatch = 100
 
+// forgetBatch is how many live sessions one sweep looks at for sessions to
+// forget: reading a session is cheap, and deleting one is rare.
+const forgetBatch = 1000
+
 func (m *Manager) sweepLoop() {
 	defer m.swept.Done()
 	t := time.NewTicker(m.cfg.SweepInterval)
 	defer t.Stop()
+	// Each sweep looks at one batch of live sessions for ones to forget,
+	// and the next goes on from there: a million sessions take a thousand
+	// sweeps, never one long one.
+	var after string
 	for {
 		select {
 		case <-m.stop:
 			return
 		case <-t.C:
 			ctx, cancel := context.WithTimeout(context.Background(), 10*m.cfg.SweepInterval+10*time.Second)
-			if err := m.Sweep(ctx); err != nil {
+			if err := m.sweep(ctx, &after, false); err != nil {
 				m.cfg.Logger.Warn("sweep failed", "err", err)
 			}
 			cancel()
@@ -28,12 +38,30 @@ func (m *Manager) sweepLoop() {
 }
 
 // Sweep removes expired locks, ends idle sessions, forgets lost locks and
-// ended sessions past their retention, and prunes the audit log. Expiry
-// does not depend on it: an expired lock is free at once. It is safe to run
-// on several servers sharing one store at the same time.
+// ended sessions past their retention, forgets sessions without an idle
+// timeout that hold no lock and were not seen for as long, and prunes the
+// audit log. Expiry does not depend on it: an expired lock is free at
+// once. It is safe to run on several servers sharing one store at the
+// same time.
 func (m *Manager) Sweep(ctx context.Context) error {
+	var after string
+	return m.sweep(ctx, &after, true)
+}
+
+// sweep runs each step until it has nothing left to do, except the search
+// for sessions to forget: that looks at the live sessions after *after
+// and moves *after on, through all of them if whole is set, else through
+// one batch.
+func (m *Manager) sweep(ctx context.Context, after *string, whole bool) error {
+	forget := func(o *op) (int, error) {
+		n, err := m.sweepForgotten(o, after)
+		if whole && n == forgetBatch {
+			return sweepBatch, err // more to look at
+		}
+		return 0, err
+	}
 	steps := []func(o *op) (int, error){
-		m.sweepExpiredLocks, m.sweepIdleSessions, m.sweepLost, m.sweepEndedSessions, m.sweepAudit,
+		m.sweepExpiredLocks, m.sweepIdleSessions, m.sweepLost, m.sweepEndedSessions, forget, m.sweepAudit,
 	}
 	for _, step := range steps {
 		for {
@@ -110,4 +138,50 @@ func (m *Manager) sweepEndedSessions(o *op) (int, error) {
 
 func (m *Manager) sweepAudit(o *op) (int, error) {
 	return o.tx.PruneAudit(o.now.Add(-m.cfg.AuditRetention), sweepBatch)
+}
+
+// sweepForgotten forgets live sessions that have no idle timeout, hold no
+// lock and were last seen longer ago than the lost-lock retention: nothing
+// else would ever remove them, and one that comes back is started anew.
+// It looks at up to forgetBatch sessions after *after, moves *after on
+// (back to the start after the last), and reports how many it looked at.
+func (m *Manager) sweepForgotten(o *op, after *string) (int, error) {
+	sessions, err := o.tx.Sessions(store.SessionQuery{After: *after, Limit: forgetBatch})
+	if err != nil {
+		return 0, err
+	}
+	seenBefore := o.now.Add(-m.cfg.LostRetention)
+	forgettable := func(s store.Session) bool {
+		return !s.Ended() && s.IdleTimeout == 0 && s.LastSeen.Before(seenBefore)
+	}
+	for _, listed := range sessions {
+		if !forgettable(listed) {
+			continue
+		}
+		// Read again, as every other change of a session starts: a store
+		// may list sessions without the guard it keeps on one.
+		s, ok, err := o.session(listed.ID)
+		if err != nil {
+			return 0, err
+		}
+		if !ok || !forgettable(s) {
+			continue
+		}
+		locks, err := o.tx.SessionLocks(s.ID)
+		if err != nil {
+			return 0, err
+		}
+		if len(locks) > 0 {
+			continue
+		}
+		if err := o.tx.DeleteSession(s.ID); err != nil {
+			return 0, err
+		}
+	}
+	if len(sessions) < forgetBatch {
+		*after = ""
+	} else {
+		*after = sessions[len(sessions)-1].ID
+	}
+	return len(sessions), nil
 }

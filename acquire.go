@@ -15,10 +15,9 @@ func (m *Manager) Acquire(ctx context.Context, req AcquireRequest) (*AcquireResu
 	if err := validateAcquire(req); err != nil {
 		return nil, err
 	}
-	var res *AcquireResult
-	err := m.update(ctx, "acquire", scope{keys: req.Keys, session: req.Owner.Session}, func(o *op) (err error) {
-		res, err = o.acquire(req)
-		return err
+	res := &AcquireResult{}
+	err := m.update(ctx, "acquire", scope{keys: req.Keys, session: req.Owner.Session}, func(o *op) error {
+		return o.acquire(req, res)
 	})
 	if err != nil {
 		return nil, err
@@ -63,11 +62,12 @@ type wanted struct {
 	own            *store.Lock // this session's live lock on exactly key
 }
 
-func (o *op) acquire(req AcquireRequest) (*AcquireResult, error) {
+// acquire grants req and fills res with the grants.
+func (o *op) acquire(req AcquireRequest, res *AcquireResult) error {
 	me := req.Owner
 	wants, err := o.resolveWanted(req)
 	if err != nil {
-		return nil, err
+		return err
 	}
 
 	// Find what blocks each key. Records that are no longer held (expired,
@@ -80,40 +80,31 @@ func (o *op) acquire(req AcquireRequest) (*AcquireResult, error) {
 	)
 	for i := range wants {
 		w := &wants[i]
+		related, err := o.relatedLocks(w.key)
+		if err != nil {
+			return err
+		}
 		var blocking []Lock
-		var ferr error
-		err := o.tx.Related(w.key, func(l store.Lock) bool {
+		for _, l := range related {
 			why, err := o.deadReason(l)
 			if err != nil {
-				ferr = err
-				return false
+				return err
 			}
-			if why != "" {
+			switch {
+			case why != "":
 				dead = append(dead, deadLock{l, why})
-				return true
-			}
-			if !w.lock {
+			case !w.lock:
 				holders = append(holders, toLock(l))
-				return true
-			}
-			if l.Session == me.Session {
+			case l.Session == me.Session:
 				if l.Key == w.key {
 					own := l
 					w.own = &own
 				}
-				return true
+			case w.mode == Shared && l.Shared:
+				// Shared locks do not block each other.
+			default:
+				blocking = append(blocking, toLock(l))
 			}
-			if w.mode == Shared && l.Shared {
-				return true
-			}
-			blocking = append(blocking, toLock(l))
-			return true
-		})
-		if err == nil {
-			err = ferr
-		}
-		if err != nil {
-			return nil, err
 		}
 		if len(blocking) > 0 {
 			conflicts = append(conflicts, Conflict{Key: w.key, RequestedKey: w.requested, Holders: blocking})
@@ -126,9 +117,9 @@ func (o *op) acquire(req AcquireRequest) (*AcquireResult, error) {
 			// A refused acquire takes nothing, but it is the session's
 			// activity all the same.
 			if _, _, err := o.touch(me.Session); err != nil {
-				return nil, err
+				return err
 			}
-			return nil, &LockedError{Conflicts: conflicts, Message: lockedMessage(conflicts, o.now)}
+			return &LockedError{Conflicts: conflicts, Message: lockedMessage(conflicts, o.now)}
 		}
 		for _, c := range conflicts {
 			takenOver = append(takenOver, c.Holders...)
@@ -137,40 +128,39 @@ func (o *op) acquire(req AcquireRequest) (*AcquireResult, error) {
 
 	for _, d := range dedupeDead(dead) {
 		if err := o.dropDead(d.lock, d.why); err != nil {
-			return nil, err
+			return err
 		}
 	}
 	for _, h := range dedupeLocks(takenOver) {
 		l, ok, err := o.tx.Lock(h.Key, h.Owner.Session)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		if ok {
 			if err := o.drop(l, LostTakenOver, EventTakenOver, me.User, "", false); err != nil {
-				return nil, err
+				return err
 			}
 		}
 	}
 
 	sess, err := o.startSession(me, req.IdleTimeout, wants)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	res := &AcquireResult{Locks: make([]Lock, 0, len(wants))}
+	*res = AcquireResult{Locks: make([]Lock, 0, len(wants)), Holders: dedupeLocks(holders)}
 	for _, w := range wants {
 		if !w.lock {
 			continue
 		}
 		l, err := o.grant(w, req, sess)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		out := toLock(l)
 		out.RequestedKey = w.requested
 		res.Locks = append(res.Locks, out)
 	}
-	res.Holders = dedupeLocks(holders)
-	return res, nil
+	return nil
 }
 
 // resolveWanted resolves keys through aggregates, de-duplicates them and

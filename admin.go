@@ -42,14 +42,14 @@ func (m *Manager) ForceRelease(ctx context.Context, req ForceReleaseRequest) (*F
 			if err != nil {
 				return err
 			}
-			err = o.tx.Related(key, func(l store.Lock) bool {
+			related, err := o.relatedLocks(key)
+			if err != nil {
+				return err
+			}
+			for _, l := range related {
 				if l.Key == key && (req.Session == "" || l.Session == req.Session) {
 					targets = append(targets, l)
 				}
-				return true
-			})
-			if err != nil {
-				return err
 			}
 		}
 		for _, l := range targets {

@@ -82,21 +82,19 @@ func (m *Manager) Aggregates(ctx context.Context, root string) (*AggregateList, 
 // liveRelated returns the live locks on key, its ancestors and its
 // descendants.
 func (o *readOp) liveRelated(key string) ([]Lock, error) {
+	related, err := o.relatedLocks(key)
+	if err != nil {
+		return nil, err
+	}
 	var out []Lock
-	var ferr error
-	err := o.rtx.Related(key, func(l store.Lock) bool {
+	for _, l := range related {
 		why, err := o.deadReason(l)
 		if err != nil {
-			ferr = err
-			return false
+			return nil, err
 		}
 		if why == "" {
 			out = append(out, toLock(l))
 		}
-		return true
-	})
-	if err == nil {
-		err = ferr
 	}
-	return out, err
+	return out, nil
 }

@@ -3,7 +3,6 @@ package holdfast
 import (
 	"context"
 	"errors"
-	"time"
 
 	"github.com/holdfast/holdfast/store"
 )
@@ -26,18 +25,18 @@ func (m *Manager) Batch(ctx context.Context, fn func(ctx context.Context)) error
 		fn(ctx)
 		return nil
 	}
-	start := time.Now()
+	start := m.started()
 	var (
 		b *batch
 		t *touched
 	)
 	err := m.store.Update(ctx, func(tx store.Tx) error {
-		if _, ok := tx.(store.Preparer); ok {
+		if pr, ok := tx.(store.Preparer); ok {
 			if t == nil {
 				t = &touched{}
 				fn(context.WithValue(ctx, batchKey{}, &batch{m: m, touched: t}))
 			}
-			if err := prepare(tx, t); err != nil {
+			if err := pr.Prepare(t.keys, t.sessions); err != nil {
 				return err
 			}
 		}

@@ -34,15 +34,6 @@ func (t *touched) add(s scope) {
 	}
 }
 
-// prepare tells a store that can read ahead what a transaction of several
-// operations will touch.
-func prepare(tx store.Tx, t *touched) error {
-	if p, ok := tx.(store.Preparer); ok {
-		return p.Prepare(t.keys, t.sessions)
-	}
-	return nil
-}
-
 // pending is one read-write operation on its way into a shared
 // transaction, and then its answer.
 type pending struct {
@@ -71,9 +62,9 @@ var pendings = sync.Pool{New: func() any {
 	return p
 }}
 
-func newPending(ctx context.Context, name string, sc scope, fn func(o *op) error) *pending {
+func newPending(ctx context.Context, name string, sc scope, fn func(o *op) error, start time.Time) *pending {
 	p := pendings.Get().(*pending)
-	p.ctx, p.name, p.scope, p.fn, p.start = ctx, name, sc, fn, time.Now()
+	p.ctx, p.name, p.scope, p.fn, p.start = ctx, name, sc, fn, start
 	return p
 }
 
@@ -231,12 +222,12 @@ func (m *Manager) commit(ctx context.Context, ops []*pending, self *pending, t *
 	err := m.store.Update(ctx, func(tx store.Tx) error {
 		defer t.pass()
 		failed = nil // the store may call fn again: the last call counts
-		if len(ops) > 1 {
-			var tt touched
+		if pr, ok := tx.(store.Preparer); ok && len(ops) > 1 {
+			var t touched
 			for _, p := range ops {
-				tt.add(p.scope)
+				t.add(p.scope)
 			}
-			if err := prepare(tx, &tt); err != nil {
+			if err := pr.Prepare(t.keys, t.sessions); err != nil {
 				return err
 			}
 		}

@@ -78,9 +78,32 @@ func (t preparingTx) Prepare(keys, sessions []string) error {
 	return nil
 }
 
+// observed records what the Manager's Observer is told.
+type observed struct {
+	mu  sync.Mutex
+	ops []string // "name: error"
+}
+
+func (o *observed) Observe(op string, _ time.Duration, err error) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.ops = append(o.ops, fmt.Sprintf("%s: %v", op, err))
+}
+
+func (o *observed) list() []string {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return slices.Sorted(slices.Values(o.ops))
+}
+
 func newTapManager(t *testing.T, s *tapStore) *holdfast.Manager {
 	t.Helper()
-	m, err := holdfast.New(s, holdfast.Config{SweepInterval: -1})
+	return newObservedManager(t, s, nil)
+}
+
+func newObservedManager(t *testing.T, s *tapStore, obs holdfast.Observer) *holdfast.Manager {
+	t.Helper()
+	m, err := holdfast.New(s, holdfast.Config{SweepInterval: -1, Observer: obs})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -219,11 +242,13 @@ func TestConcurrentCallersShareCommits(t *testing.T) {
 }
 
 // An operation that fails (here on a store error) fails alone: the others
-// in its group commit, and nothing it wrote before failing is kept.
+// in its group commit, nothing it wrote before failing is kept, and each
+// operation is observed once, with its own outcome.
 func TestFailingOperationFailsAlone(t *testing.T) {
 	t.Parallel()
 	s := newTapStore(nil)
-	m := newTapManager(t, s)
+	var obs observed
+	m := newObservedManager(t, s, &obs)
 	ctx := context.Background()
 	if _, err := m.SetAggregate(ctx, holdfast.Aggregate{Member: "asset/9", Root: "lease/3"}); err != nil {
 		t.Fatal(err)
@@ -231,6 +256,7 @@ func TestFailingOperationFailsAlone(t *testing.T) {
 	events, cancel := m.Subscribe("")
 	defer cancel()
 	before := s.updates.Load()
+	obs.ops = nil
 
 	letGo := holdFirst(t, m, s)
 	var (
@@ -284,6 +310,13 @@ func TestFailingOperationFailsAlone(t *testing.T) {
 	case e := <-events:
 		t.Errorf("unexpected event %s %s", e.Event, e.Lock.Key)
 	default:
+	}
+	want := []string{
+		"acquire: <nil>", "acquire: <nil>", "acquire: " + poison.Error(),
+		"heartbeat: <nil>", "locks: <nil>", "set_aggregate: " + cycle.Error(),
+	}
+	if got := obs.list(); !slices.Equal(got, want) {
+		t.Errorf("observed\n%q\nwant\n%q", got, want)
 	}
 }
 

@@ -22,13 +22,13 @@ func (m *Manager) Release(ctx context.Context, req ReleaseRequest) (*ReleaseResu
 	if req.Token != 0 && len(req.Keys) != 1 {
 		return nil, invalid("token", "token can be given with one key only")
 	}
-	var res *ReleaseResult
+	res := &ReleaseResult{}
 	err := m.update(ctx, "release", scope{keys: req.Keys, session: req.Session}, func(o *op) error {
-		res = &ReleaseResult{Released: []Lock{}, NotHeld: []string{}}
+		*res = ReleaseResult{Released: make([]Lock, 0, len(req.Keys)), NotHeld: []string{}}
 		if _, _, err := o.touch(req.Session); err != nil {
 			return err
 		}
-		var held []store.Lock
+		held := make([]store.Lock, 0, 2) // on the stack for one or two keys
 		for _, k := range req.Keys {
 			key, err := o.resolve("keys", k)
 			if err != nil {
@@ -306,28 +306,26 @@ func (o *readOp) listLocks(q store.LockQuery, want int) ([]store.Lock, error) {
 // related returns the live locks that conflict-check against key, filtered
 // and sorted like a listing.
 func (o *readOp) related(key string, q LockQuery, afterKey, afterSession string) ([]store.Lock, error) {
+	related, err := o.relatedLocks(key)
+	if err != nil {
+		return nil, err
+	}
 	var out []store.Lock
-	var ferr error
-	err := o.rtx.Related(key, func(l store.Lock) bool {
+	for _, l := range related {
 		switch {
 		case !UnderPrefix(q.Prefix, l.Key),
 			q.Session != "" && l.Session != q.Session,
 			q.User != "" && l.User != q.User,
 			afterKey != "" && (l.Key < afterKey || l.Key == afterKey && l.Session <= afterSession):
-			return true
+			continue
 		}
 		why, err := o.deadReason(l)
 		if err != nil {
-			ferr = err
-			return false
+			return nil, err
 		}
 		if why == "" {
 			out = append(out, l)
 		}
-		return true
-	})
-	if err == nil {
-		err = ferr
 	}
 	slices.SortFunc(out, func(a, b store.Lock) int {
 		if c := strings.Compare(a.Key, b.Key); c != 0 {
@@ -335,7 +333,7 @@ func (o *readOp) related(key string, q LockQuery, afterKey, afterSession string)
 		}
 		return strings.Compare(a.Session, b.Session)
 	})
-	return out, err
+	return out, nil
 }
 
 // Cursors are opaque to clients; they carry the last item's sort key.

@@ -70,7 +70,7 @@ func (m *Manager) update(ctx context.Context, name string, sc scope, fn func(o *
 	if b := batchOf(ctx); b != nil {
 		return b.update(name, sc, fn)
 	}
-	p := newPending(ctx, name, sc, fn)
+	p := newPending(ctx, name, sc, fn, m.started())
 	if g, lead := m.groups.join(p); lead {
 		m.lead(p, g)
 	}
@@ -92,13 +92,21 @@ func (m *Manager) view(ctx context.Context, name string, fn func(o *readOp) erro
 	if b := batchOf(ctx); b != nil {
 		return b.view(name, fn)
 	}
-	start := time.Now()
+	start := m.started()
 	err := m.store.View(ctx, func(tx store.ReadTx) error {
 		return fn(newReadOp(m, tx))
 	})
 	err = classify(err)
 	m.observe(name, start, err)
 	return err
+}
+
+// started is when an operation started, when an Observer wants to know.
+func (m *Manager) started() time.Time {
+	if m.cfg.Observer == nil {
+		return time.Time{}
+	}
+	return time.Now()
 }
 
 func (m *Manager) observe(name string, start time.Time, err error) {

@@ -14,6 +14,27 @@ type readOp struct {
 	rtx      store.ReadTx
 	now      time.Time
 	sessions sessionCache
+
+	// relatedBuf is relatedLocks' buffer, and collect the callback that
+	// fills it, made once.
+	relatedBuf []store.Lock
+	collect    func(store.Lock) bool
+}
+
+// relatedLocks returns the locks on key, its ancestors and its
+// descendants (see store.ReadTx.Related), in a buffer the next call
+// reuses.
+func (o *readOp) relatedLocks(key string) ([]store.Lock, error) {
+	if o.collect == nil {
+		o.collect = func(l store.Lock) bool {
+			o.relatedBuf = append(o.relatedBuf, l)
+			return true
+		}
+	}
+	clear(o.relatedBuf)
+	o.relatedBuf = o.relatedBuf[:0]
+	err := o.rtx.Related(key, o.collect)
+	return o.relatedBuf, err
 }
 
 // sessionCache holds the sessions an operation has looked up or written.
@@ -101,14 +122,20 @@ func (o *op) begin(m *Manager, tx store.Tx) {
 func (o *op) forget() {
 	clear(o.audit)
 	o.audit = o.audit[:0]
-	if cap(o.audit) > keptAudit {
+	if cap(o.audit) > keptBuffer {
 		o.audit = nil
 	}
-	o.readOp = readOp{sessions: o.sessions.emptied()}
+	clear(o.relatedBuf)
+	o.relatedBuf = o.relatedBuf[:0]
+	if cap(o.relatedBuf) > keptBuffer {
+		o.relatedBuf = nil
+	}
+	o.readOp = readOp{sessions: o.sessions.emptied(), relatedBuf: o.relatedBuf, collect: o.collect}
 	o.tx = nil
 }
 
-const keptAudit = 16
+// keptBuffer bounds the buffers a pooled operation keeps.
+const keptBuffer = 16
 
 func (o *readOp) session(id string) (store.Session, bool, error) {
 	if v, ok := o.sessions.get(id); ok {

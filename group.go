@@ -52,6 +52,8 @@ type pending struct {
 	group *group
 	woken chan *group
 	self  [1]*pending // a group of one, without an allocation
+
+	leader leader // when its goroutine leads a group
 }
 
 // pendings are reused: most of an operation's bookkeeping (its op, its
@@ -59,6 +61,7 @@ type pending struct {
 var pendings = sync.Pool{New: func() any {
 	p := &pending{woken: make(chan *group, 1)}
 	p.self[0] = p
+	p.leader.body = p.leader.transact
 	return p
 }}
 
@@ -72,6 +75,7 @@ func newPending(ctx context.Context, name string, sc scope, fn func(o *op) error
 func (p *pending) recycle() {
 	p.ctx, p.name, p.scope, p.fn, p.err, p.group = nil, "", scope{}, nil, nil, nil
 	p.op.forget()
+	p.leader = leader{body: p.leader.body}
 	pendings.Put(p)
 }
 
@@ -185,67 +189,77 @@ func (m *Manager) lead(self *pending, g *group) {
 			g.cancel()
 		}()
 	}
-	t := turn{m: m}
+	l := &self.leader
+	l.m, l.self, l.passed = m, self, false
 	var alone []*pending
 	for len(ops) > 0 {
-		failed := m.commit(ctx, ops, self, &t)
+		failed := l.commit(ctx, ops)
 		if failed == nil {
 			break
 		}
 		ops = slices.DeleteFunc(ops, func(p *pending) bool { return p == failed })
 		alone = append(alone, failed)
 	}
-	t.pass() // in case the store never got as far as running them
+	l.pass() // in case the store never got as far as running them
 	for _, p := range alone {
-		m.commit(p.ctx, p.self[:], self, nil)
+		l.commit(p.ctx, p.self[:])
 	}
 }
 
-// turn passes the turn on once, when the operations have run.
-type turn struct {
+// leader is the state of the transactions a group's leader runs. It lives
+// in the leader's pending, so that leading costs no allocation.
+type leader struct {
 	m      *Manager
-	passed bool
+	self   *pending
+	ops    []*pending // in the transaction
+	failed *pending   // the one that failed other than by refusing
+	passed bool       // the turn went on to the next group
+	body   func(store.Tx) error
 }
 
-func (t *turn) pass() {
-	if t != nil && !t.passed {
-		t.passed = true
-		t.m.groups.next()
+// pass gives the turn to the next group, once the operations have run.
+func (l *leader) pass() {
+	if !l.passed {
+		l.passed = true
+		l.m.groups.next()
 	}
 }
 
 // commit runs ops in one transaction and answers them, except when one of
 // several fails other than by refusing: then nothing is kept or answered,
-// and commit returns that one. Once the operations have run, before the
-// commit is durable, t passes the turn.
-func (m *Manager) commit(ctx context.Context, ops []*pending, self *pending, t *turn) (failed *pending) {
-	err := m.store.Update(ctx, func(tx store.Tx) error {
-		defer t.pass()
-		failed = nil // the store may call fn again: the last call counts
-		if pr, ok := tx.(store.Preparer); ok && len(ops) > 1 {
-			var t touched
-			for _, p := range ops {
-				t.add(p.scope)
-			}
-			if err := pr.Prepare(t.keys, t.sessions); err != nil {
-				return err
-			}
-		}
-		for _, p := range ops {
-			if p.run(m, tx) {
-				failed = p
-				return p.err
-			}
-		}
-		return nil
-	})
-	if failed != nil && len(ops) > 1 && errors.Is(err, failed.err) {
-		return failed
+// and commit returns that one.
+func (l *leader) commit(ctx context.Context, ops []*pending) (failed *pending) {
+	l.ops = ops
+	err := l.m.store.Update(ctx, l.body)
+	if l.failed != nil && len(ops) > 1 && errors.Is(err, l.failed.err) {
+		return l.failed
 	}
-	m.settle(ops, err)
+	l.m.settle(ops, err)
 	for _, p := range ops {
-		if p != self {
+		if p != l.self {
 			p.woken <- nil
+		}
+	}
+	return nil
+}
+
+// transact is the body of the transaction, bound to l.body once.
+func (l *leader) transact(tx store.Tx) error {
+	defer l.pass()
+	l.failed = nil // the store may call it again: the last call counts
+	if pr, ok := tx.(store.Preparer); ok && len(l.ops) > 1 {
+		var t touched
+		for _, p := range l.ops {
+			t.add(p.scope)
+		}
+		if err := pr.Prepare(t.keys, t.sessions); err != nil {
+			return err
+		}
+	}
+	for _, p := range l.ops {
+		if p.run(l.m, tx) {
+			l.failed = p
+			return p.err
 		}
 	}
 	return nil

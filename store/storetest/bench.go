@@ -16,9 +16,9 @@ import (
 const benchGoroutines = 64
 
 // Bench measures the Manager's hot paths over the store h opens: an
-// acquire+release cycle, and a heartbeat (the bulk of a lock service's
-// traffic), and the store alone running acquire- and release-shaped
-// transactions. Each goroutine uses its own session and key, so the figures
+// acquire+release cycle (by many callers, and by one alone), and a
+// heartbeat (the bulk of a lock service's traffic), and the store alone
+// running acquire- and release-shaped transactions. Each goroutine uses its own session and key, so the figures
 // show the store's cost, not contention on one lock.
 func Bench(b *testing.B, h Harness) {
 	b.Run("StoreUpdate", func(b *testing.B) {
@@ -35,17 +35,18 @@ func Bench(b *testing.B, h Harness) {
 	})
 	b.Run("AcquireRelease", func(b *testing.B) {
 		m := benchManager(b, h)
-		parallel(b, func(id int64) (func() error, error) {
-			o := holdfast.Owner{Session: fmt.Sprintf("bench-%d", id), User: "u-bench"}
-			key := fmt.Sprintf("order/%d", id)
-			return func() error {
-				if _, err := m.Acquire(b.Context(), holdfast.AcquireRequest{Keys: []string{key}, Owner: o}); err != nil {
-					return err
-				}
-				_, err := m.Release(b.Context(), holdfast.ReleaseRequest{Session: o.Session, Keys: []string{key}})
-				return err
-			}, nil
-		})
+		parallel(b, func(id int64) (func() error, error) { return acquireRelease(b, m, id), nil })
+	})
+	// One caller alone: what an operation costs when there is nobody to
+	// share a commit with (it must not wait for company).
+	b.Run("AcquireReleaseAlone", func(b *testing.B) {
+		step := acquireRelease(b, benchManager(b, h), 1)
+		b.ReportAllocs()
+		for b.Loop() {
+			if err := step(); err != nil {
+				b.Fatal(err)
+			}
+		}
 	})
 	b.Run("Heartbeat", func(b *testing.B) {
 		m := benchManager(b, h)
@@ -62,6 +63,19 @@ func Bench(b *testing.B, h Harness) {
 		})
 	})
 	b.Run("BatchHeartbeat", func(b *testing.B) { benchBatchHeartbeat(b, h) })
+}
+
+// acquireRelease returns a step that locks and unlocks a key of its own.
+func acquireRelease(b *testing.B, m *holdfast.Manager, id int64) func() error {
+	o := holdfast.Owner{Session: fmt.Sprintf("bench-%d", id), User: "u-bench"}
+	key := fmt.Sprintf("order/%d", id)
+	return func() error {
+		if _, err := m.Acquire(b.Context(), holdfast.AcquireRequest{Keys: []string{key}, Owner: o}); err != nil {
+			return err
+		}
+		_, err := m.Release(b.Context(), holdfast.ReleaseRequest{Session: o.Session, Keys: []string{key}})
+		return err
+	}
 }
 
 // benchBatch heartbeats this many sessions in one Manager.Batch, as the

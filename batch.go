@@ -3,6 +3,7 @@ package holdfast
 import (
 	"context"
 	"errors"
+	"time"
 
 	"github.com/holdfast/holdfast/store"
 )
@@ -54,6 +55,7 @@ func (m *Manager) Batch(ctx context.Context, fn func(ctx context.Context)) error
 	m.settle(b.ops, err)
 	for _, p := range b.ops {
 		m.observe(p.name, start, p.err)
+		p.recycle()
 	}
 	return classify(err)
 }
@@ -91,10 +93,12 @@ func (b *batch) update(name string, sc scope, fn func(o *op) error) error {
 	if b.failed != nil {
 		return b.failed
 	}
-	p := &pending{name: name, fn: fn}
+	p := newPending(nil, name, sc, fn, time.Time{})
 	if p.run(b.m, b.tx) {
 		b.failed = p.err
-		return p.err
+		err := p.err
+		p.recycle()
+		return err
 	}
 	b.ops = append(b.ops, p)
 	return p.err
@@ -113,6 +117,6 @@ func (b *batch) view(name string, fn func(o *readOp) error) error {
 		b.failed = err
 		return err
 	}
-	b.ops = append(b.ops, &pending{name: name})
+	b.ops = append(b.ops, newPending(nil, name, scope{}, nil, time.Time{}))
 	return nil
 }

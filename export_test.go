@@ -6,3 +6,6 @@ func Queued(m *Manager) int {
 	defer m.groups.mu.Unlock()
 	return len(m.groups.queue)
 }
+
+// MaxGroup is how many operations share one transaction at most.
+const MaxGroup = maxGroup

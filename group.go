@@ -229,7 +229,7 @@ func (l *leader) pass() {
 // several fails other than by refusing: then nothing is kept or answered,
 // and commit returns that one.
 func (l *leader) commit(ctx context.Context, ops []*pending) (failed *pending) {
-	l.ops = ops
+	l.ops, l.failed = ops, nil
 	err := l.m.store.Update(ctx, l.body)
 	if l.failed != nil && len(ops) > 1 && errors.Is(err, l.failed.err) {
 		return l.failed

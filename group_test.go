@@ -192,6 +192,32 @@ func TestQueuedOperationsShareOneTransaction(t *testing.T) {
 	}
 }
 
+// A group is bounded, so that one commit stays short: what queued beyond
+// the bound forms the group after.
+func TestGroupsAreBounded(t *testing.T) {
+	t.Parallel()
+	s := newTapStore(nil)
+	m := newTapManager(t, s)
+	letGo := holdFirst(t, m, s)
+	n := holdfast.MaxGroup + 2
+	var wg sync.WaitGroup
+	errs := make([]error, n)
+	for i := range n {
+		wg.Go(func() {
+			_, errs[i] = m.Heartbeat(context.Background(), holdfast.HeartbeatRequest{Session: fmt.Sprintf("s-%d", i)})
+		})
+	}
+	waitQueued(t, m, n)
+	letGo()
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		t.Fatal(err)
+	}
+	if got := s.updates.Load(); got != 3 {
+		t.Errorf("%d store transactions, want 3: the held one, a full group, the rest", got)
+	}
+}
+
 // Under load, concurrent callers share transactions and each still gets
 // exactly its own answer.
 func TestConcurrentCallersShareCommits(t *testing.T) {

@@ -1,24 +1,116 @@
 package pgstore_test
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"runtime"
 	"sync/atomic"
 	"testing"
 
+	"github.com/holdfast/holdfast"
+	"github.com/holdfast/holdfast/store"
 	"github.com/holdfast/holdfast/store/storetest"
 )
 
-// Run side by side, on the same database, with the same 64 goroutines:
+// Run side by side, on the same database, with the same 64 clients:
 //
-//	HOLDFAST_TEST_POSTGRES=postgres://… go test -run '^$' -bench . -benchtime 5s ./pgstore/
+//	HOLDFAST_TEST_POSTGRES=postgres://… go test -run '^$' -bench 'Manager|HandRolled' -benchtime 3s ./pgstore/
 //
 // BenchmarkStore measures the lock manager over this store;
 // BenchmarkHandRolledLockTable measures the lock table a team would write
-// by hand, which is what the PostgreSQL store has to beat.
+// by hand, which is what the PostgreSQL store has to beat. Each op is one
+// acquire+release cycle.
 
 func BenchmarkStore(b *testing.B) {
 	storetest.Bench(b, harness())
+}
+
+// BenchmarkManager is 64 goroutines each acquiring and releasing its own
+// key through one Manager, as 64 clients of one server do.
+func BenchmarkManager(b *testing.B) {
+	m := benchManager(b, nil)
+	var ids atomic.Int64
+	b.SetParallelism(max(1, benchClients/runtime.GOMAXPROCS(0)))
+	b.ReportAllocs()
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		id := ids.Add(1)
+		o := holdfast.Owner{Session: fmt.Sprintf("bench-%d", id), User: "u-bench"}
+		keys := []string{fmt.Sprintf("order/%d", id)}
+		for pb.Next() {
+			if _, err := m.Acquire(b.Context(), holdfast.AcquireRequest{Keys: keys, Owner: o}); err != nil {
+				b.Error(err)
+				return
+			}
+			if _, err := m.Release(b.Context(), holdfast.ReleaseRequest{Session: o.Session, Keys: keys}); err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
+}
+
+// BenchmarkManagerBatch runs the 64 clients' acquires in one Manager.Batch
+// and then their releases in another, one transaction each, prepared with
+// the keys and sessions they name (Prepare) or not (NoPrepare): what a
+// group commit of 64 operations costs on PostgreSQL.
+func BenchmarkManagerBatch(b *testing.B) {
+	b.Run("Prepare", func(b *testing.B) { benchManagerBatch(b, false) })
+	b.Run("NoPrepare", func(b *testing.B) { benchManagerBatch(b, true) })
+}
+
+func benchManagerBatch(b *testing.B, plain bool) {
+	m := benchManager(b, func(s store.Store) store.Store { return hinted{s, plain} })
+	keys, sessions := make([]string, benchClients), make([]string, benchClients)
+	for i := range keys {
+		keys[i], sessions[i] = fmt.Sprintf("order/%d", i), fmt.Sprintf("bench-%d", i)
+	}
+	ctx := withHint(b.Context(), keys, sessions)
+	batch := func(op func(ctx context.Context, i int) error) {
+		var failed error
+		err := m.Batch(ctx, func(ctx context.Context) {
+			failed = nil
+			for i := range keys {
+				if err := op(ctx, i); err != nil {
+					failed = err
+				}
+			}
+		})
+		if err = errors.Join(err, failed); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for done := 0; done < b.N; done += benchClients {
+		batch(func(ctx context.Context, i int) error {
+			_, err := m.Acquire(ctx, holdfast.AcquireRequest{Keys: keys[i : i+1], Owner: holdfast.Owner{Session: sessions[i], User: "u-bench"}})
+			return err
+		})
+		batch(func(ctx context.Context, i int) error {
+			_, err := m.Release(ctx, holdfast.ReleaseRequest{Session: sessions[i], Keys: keys[i : i+1]})
+			return err
+		})
+	}
+}
+
+const benchClients = 64
+
+// benchManager opens a Manager on a fresh schema, over its store wrapped
+// by wrap if given.
+func benchManager(b *testing.B, wrap func(store.Store) store.Store) *holdfast.Manager {
+	pool := testPool(b)
+	var s store.Store = open(b, pool, newSchema(b, pool), nil)
+	if wrap != nil {
+		s = wrap(s)
+	}
+	m, err := holdfast.New(s, holdfast.Config{SweepInterval: -1})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { m.Close() })
+	return m
 }
 
 // BenchmarkHandRolledLockTable is the usual hand-written lock table: one
@@ -37,7 +129,7 @@ func BenchmarkHandRolledLockTable(b *testing.B) {
 	release := `DELETE FROM ` + schema + `.record_locks WHERE record = $1 AND owner = $2`
 
 	var ids atomic.Int64
-	b.SetParallelism(max(1, 64/runtime.GOMAXPROCS(0)))
+	b.SetParallelism(max(1, benchClients/runtime.GOMAXPROCS(0)))
 	b.ReportAllocs()
 	b.ResetTimer()
 	b.RunParallel(func(pb *testing.PB) {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"time"
+	"unsafe"
 
 	"github.com/holdfast/holdfast/store"
 )
@@ -147,10 +148,15 @@ type decoder struct {
 
 func newDecoder(b []byte) *decoder {
 	d := &decoder{s: string(b)}
+	d.version()
+	return d
+}
+
+// version reads the record's version byte and refuses another version.
+func (d *decoder) version() {
 	if v := d.byte(); d.err == nil && v != recordVersion {
 		d.err = fmt.Errorf("record version %d, this build reads %d", v, recordVersion)
 	}
-	return d
 }
 
 func (d *decoder) fail() {
@@ -242,11 +248,15 @@ func (d *decoder) done() error {
 	return d.err
 }
 
-func decodeLock(b []byte) (*store.Lock, error) {
-	d := newDecoder(b)
-	l := new(store.Lock)
+// decodeLockBorrowed decodes a lock into l without copying: l's strings
+// point into b and are valid only as long as b is unchanged. The caller
+// copies what it keeps; this saves the loading of a million locks a
+// million allocations.
+func decodeLockBorrowed(b []byte, l *store.Lock) error {
+	d := decoder{s: unsafe.String(unsafe.SliceData(b), len(b))}
+	d.version()
 	d.lockFields(l)
-	return l, d.done()
+	return d.done()
 }
 
 func decodeSession(b []byte) (*store.Session, error) {

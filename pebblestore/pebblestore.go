@@ -158,18 +158,7 @@ func (s *Store) load() error {
 			return fmt.Errorf("data format %v, this build reads %d", v, formatVersion)
 		}
 	}
-	// The audit range sorts first; only its last ID matters here.
-	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: auditEnd})
-	if err != nil {
-		return err
-	}
-	for it.First(); it.Valid(); it.Next() {
-		if err := s.restore(it.Key(), it.Value()); err != nil {
-			it.Close()
-			return fmt.Errorf("record %q: %w", it.Key(), err)
-		}
-	}
-	if err := it.Close(); err != nil {
+	if err := s.loadRecords(); err != nil {
 		return err
 	}
 	// The audit counter is written with every entry; the last entry is
@@ -182,13 +171,40 @@ func (s *Store) load() error {
 	return nil
 }
 
+// loadRecords reads every record after the audit range, which sorts
+// first. Locks, nearly all of them, are decoded in place and handed to a
+// memdb.Loader, which copies what it keeps.
+func (s *Store) loadRecords() error {
+	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: auditEnd})
+	if err != nil {
+		return err
+	}
+	ld := s.mem.Load()
+	defer ld.Close()
+	var l store.Lock
+	for it.First(); it.Valid(); it.Next() {
+		key, value := it.Key(), it.Value()
+		if key[0] == prefixLock {
+			err = decodeLockBorrowed(value, &l)
+			if err == nil {
+				ld.Lock(&l)
+			}
+		} else {
+			err = s.restore(key, value)
+		}
+		if err != nil {
+			err = fmt.Errorf("record %q: %w", key, err) // before Close frees key
+			it.Close()
+			return err
+		}
+	}
+	return it.Close()
+}
+
 func (s *Store) restore(key, value []byte) error {
 	c := memdb.Change{}
 	var err error
 	switch key[0] {
-	case prefixLock:
-		c.Kind = memdb.KindLock
-		c.Lock, err = decodeLock(value)
 	case prefixSession:
 		c.Kind = memdb.KindSession
 		c.Session, err = decodeSession(value)

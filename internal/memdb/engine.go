@@ -27,8 +27,8 @@ type Engine struct {
 	// mu serializes write transactions and excludes readers from them.
 	mu sync.RWMutex
 
-	locks        *btree.BTreeG[pairItem]    // (key, session)
-	locksBySess  *btree.BTreeG[*store.Lock] // (session, key)
+	locks        *btree.BTreeG[keyItem]  // (key, session)
+	locksBySess  *btree.BTreeG[*lockRec] // (session, key)
 	locksByExpry *btree.BTreeG[expiryItem]
 
 	sessions     map[string]*store.Session
@@ -69,7 +69,7 @@ func New(now func() time.Time, opts Options) *Engine {
 	e := &Engine{
 		now:           now,
 		auditInMemory: opts.AuditInMemory,
-		locks:         btree.NewG(btreeDegree, lessPair),
+		locks:         btree.NewG(btreeDegree, lessKey),
 		locksBySess:   btree.NewG(btreeDegree, lessBySession),
 		locksByExpry:  btree.NewG(btreeDegree, lessExpiry),
 		sessions:      make(map[string]*store.Session),
@@ -116,7 +116,8 @@ const NumCounters = int(CounterAudit) + 1
 // Change is the final state of one record after a commit: the record, or
 // its deletion. Exactly the field of Kind is set; for a deletion it is the
 // record as it was, which carries its identity. The records are shared
-// with the engine and must not be modified.
+// with the engine and must not be modified (a lock is a copy, as the
+// engine keeps locks in a form of its own).
 type Change struct {
 	Kind      Kind
 	Delete    bool
@@ -186,7 +187,7 @@ func (e *Engine) Restore(c Change) {
 		if c.Delete {
 			e.deleteLock(c.Lock.Key, c.Lock.Session)
 		} else {
-			e.putLock(c.Lock)
+			e.putLock(recOf(c.Lock))
 		}
 	case KindSession:
 		if c.Delete {
@@ -243,35 +244,41 @@ func (e *Engine) Size() (locks, sessions, audit int) {
 // The primitives below maintain every index of one record kind. They
 // return the record they replaced or removed (nil if none).
 
-func (e *Engine) getLock(key, session string) *store.Lock {
-	it, ok := e.locks.Get(pairItem{a: key, b: session})
-	if !ok {
-		return nil
-	}
-	return it.lock
+// getLock walks the holders of key for session's: as many as share the
+// key, one for an exclusive lock.
+func (e *Engine) getLock(key, session string) *lockRec {
+	var found *lockRec
+	e.locks.AscendGreaterOrEqual(keyItem{key: key}, func(it keyItem) bool {
+		if it.key == key && it.rec.sessionID() == session {
+			found = it.rec
+		}
+		return it.key == key && found == nil
+	})
+	return found
 }
 
-func (e *Engine) putLock(l *store.Lock) *store.Lock {
-	old, had := e.locks.ReplaceOrInsert(pairItem{a: l.Key, b: l.Session, lock: l})
-	e.locksBySess.ReplaceOrInsert(l)
+func (e *Engine) putLock(r *lockRec) *lockRec {
+	old, had := e.locks.ReplaceOrInsert(keyItem{key: r.key, rec: r})
+	e.locksBySess.ReplaceOrInsert(r)
 	if had {
-		e.locksByExpry.Delete(expiryOf(old.lock))
+		e.locksByExpry.Delete(expiryOf(old.rec))
 	}
-	e.locksByExpry.ReplaceOrInsert(expiryOf(l))
+	e.locksByExpry.ReplaceOrInsert(expiryOf(r))
 	if had {
-		return old.lock
+		return old.rec
 	}
 	return nil
 }
 
-func (e *Engine) deleteLock(key, session string) *store.Lock {
-	old, had := e.locks.Delete(pairItem{a: key, b: session})
-	if !had {
+func (e *Engine) deleteLock(key, session string) *lockRec {
+	r := e.getLock(key, session)
+	if r == nil {
 		return nil
 	}
-	e.locksBySess.Delete(old.lock)
-	e.locksByExpry.Delete(expiryOf(old.lock))
-	return old.lock
+	e.locks.Delete(keyItem{key: key, rec: r})
+	e.locksBySess.Delete(r)
+	e.locksByExpry.Delete(expiryOf(r))
+	return r
 }
 
 func (e *Engine) putSession(s *store.Session) *store.Session {

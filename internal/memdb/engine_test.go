@@ -518,7 +518,11 @@ func TestRestoreRebuildsState(t *testing.T) {
 	// Replaying a full dump of src into a fresh engine gives the same state.
 	dst := New(fixedClock, Options{AuditInMemory: true})
 	var dump []Change
-	src.locks.Ascend(func(it pairItem) bool { dump = append(dump, Change{Kind: KindLock, Lock: it.lock}); return true })
+	src.locks.Ascend(func(it keyItem) bool {
+		l := it.rec.lock()
+		dump = append(dump, Change{Kind: KindLock, Lock: &l})
+		return true
+	})
 	for _, s := range src.sessions {
 		dump = append(dump, Change{Kind: KindSession, Session: s})
 	}

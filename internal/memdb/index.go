@@ -3,67 +3,79 @@ package memdb
 import (
 	"strings"
 	"time"
+	"unique"
 
 	"github.com/holdfast/holdfast/store"
 )
 
-// The index items are small values, so a lookup builds its pivot on the
-// stack instead of allocating a record. Every record they point to is
-// immutable once stored: a Put stores a new record, so a pointer handed to
-// the durable layer or kept in the undo log never changes under it.
+// The index items are small values, so most lookups build their pivot on
+// the stack instead of allocating a record. Every record they point to is
+// immutable once stored: a Put stores a new record, so a pointer kept in
+// the undo log never changes under it.
 
-// pairItem orders locks by (key, session) in the primary index.
-type pairItem struct {
-	a, b string
-	lock *store.Lock
+// keyItem orders locks by (key, session) in the primary index. It copies
+// the key so that a lookup compares keys without a pointer chase; a pivot
+// has no record and sorts before every session of its key.
+type keyItem struct {
+	key string
+	rec *lockRec
 }
 
-func lessPair(x, y pairItem) bool {
-	if x.a != y.a {
-		return x.a < y.a
+func lessKey(x, y keyItem) bool {
+	if x.key != y.key {
+		return x.key < y.key
 	}
-	return x.b < y.b
-}
-
-// expiryItem orders locks by (ExpiresAt, key, session). It is three words,
-// not a copy of the fields, because every lock has one and a million locks
-// must fit in little memory; ties, rare, compare through the pointer.
-type expiryItem struct {
-	sec  int64
-	nsec int32
-	lock *store.Lock
-}
-
-func expiryOf(l *store.Lock) expiryItem {
-	return expiryItem{sec: l.ExpiresAt.Unix(), nsec: int32(l.ExpiresAt.Nanosecond()), lock: l}
-}
-
-// expiresBy reports whether the item's expiry is at or before t.
-func (it expiryItem) expiresBy(t time.Time) bool {
-	sec := t.Unix()
-	return it.sec < sec || (it.sec == sec && it.nsec <= int32(t.Nanosecond()))
-}
-
-func lessExpiry(x, y expiryItem) bool {
-	if x.sec != y.sec {
-		return x.sec < y.sec
+	switch {
+	case y.rec == nil:
+		return false
+	case x.rec == nil:
+		return true
 	}
-	if x.nsec != y.nsec {
-		return x.nsec < y.nsec
-	}
-	if x.lock.Key != y.lock.Key {
-		return x.lock.Key < y.lock.Key
-	}
-	return x.lock.Session < y.lock.Session
+	return x.rec.session != y.rec.session && x.rec.sessionID() < y.rec.sessionID()
 }
 
 // lessBySession orders locks by (session, key) in the session index, which
-// holds bare pointers to stay small.
-func lessBySession(x, y *store.Lock) bool {
-	if x.Session != y.Session {
-		return x.Session < y.Session
+// holds bare records to stay small. Interned sessions compare by handle
+// first: most comparisons in a walk are within one session.
+func lessBySession(x, y *lockRec) bool {
+	if x.session != y.session {
+		return x.sessionID() < y.sessionID()
 	}
-	return x.Key < y.Key
+	return x.key < y.key
+}
+
+// sessionPivot sorts before every lock of session on a key at or after key.
+func sessionPivot(session, key string) *lockRec {
+	return &lockRec{session: unique.Make(session), key: key}
+}
+
+// expiryItem orders locks by (ExpiresAt, key, session). It is two words,
+// not a copy of the fields, because every lock has one; ties, rare but for
+// the keys of one request, compare through the record.
+type expiryItem struct {
+	at  int64 // expiresNanos
+	rec *lockRec
+}
+
+func expiryOf(r *lockRec) expiryItem { return expiryItem{at: r.expiresNanos(), rec: r} }
+
+// expiresBy reports whether the item's expiry is at or before t.
+func (it expiryItem) expiresBy(t time.Time) bool {
+	sec, nsec := unixOf(t)
+	if at := clampedNanos(sec, nsec); it.at != at {
+		return it.at < at
+	}
+	return it.rec.expiresS < sec || (it.rec.expiresS == sec && it.rec.expiresNS <= nsec)
+}
+
+func lessExpiry(x, y expiryItem) bool {
+	if x.at != y.at {
+		return x.at < y.at
+	}
+	if c := compareExpiry(x.rec, y.rec); c != 0 {
+		return c < 0
+	}
+	return lessKey(keyItem{x.rec.key, x.rec}, keyItem{y.rec.key, y.rec})
 }
 
 // sessionItem orders live sessions by id.

@@ -25,7 +25,7 @@ func (r reader) Lock(key, session string) (store.Lock, bool, error) {
 	if l == nil {
 		return store.Lock{}, false, nil
 	}
-	return *l, true, nil
+	return l.lock(), true, nil
 }
 
 // Related visits the locks on key, then on each ancestor of key (nearest
@@ -41,8 +41,10 @@ func (r reader) Related(key string, fn func(store.Lock) bool) error {
 	if !more {
 		return nil
 	}
-	r.e.locks.AscendRange(pairItem{a: key + "/"}, pairItem{a: key + "0"}, func(it pairItem) bool {
-		return fn(*it.lock)
+	bounds := key + "/" + key + "0" // one allocation for both
+	from, to := bounds[:len(key)+1], bounds[len(key)+1:]
+	r.e.locks.AscendRange(keyItem{key: from}, keyItem{key: to}, func(it keyItem) bool {
+		return fn(it.rec.lock())
 	})
 	return nil
 }
@@ -50,11 +52,11 @@ func (r reader) Related(key string, fn func(store.Lock) bool) error {
 // locksOn visits the locks on exactly key and reports whether fn wants more.
 func (r reader) locksOn(key string, fn func(store.Lock) bool) bool {
 	more := true
-	r.e.locks.AscendGreaterOrEqual(pairItem{a: key}, func(it pairItem) bool {
-		if it.a != key {
+	r.e.locks.AscendGreaterOrEqual(keyItem{key: key}, func(it keyItem) bool {
+		if it.key != key {
 			return false
 		}
-		more = fn(*it.lock)
+		more = fn(it.rec.lock())
 		return more
 	})
 	return more
@@ -62,11 +64,12 @@ func (r reader) locksOn(key string, fn func(store.Lock) bool) bool {
 
 func (r reader) SessionLocks(session string) ([]store.Lock, error) {
 	var out []store.Lock
-	r.e.locksBySess.AscendGreaterOrEqual(&store.Lock{Session: session}, func(l *store.Lock) bool {
-		if l.Session != session {
+	pivot := sessionPivot(session, "")
+	r.e.locksBySess.AscendGreaterOrEqual(pivot, func(l *lockRec) bool {
+		if l.session != pivot.session {
 			return false
 		}
-		out = append(out, *l)
+		out = append(out, l.lock())
 		return true
 	})
 	return out, nil
@@ -78,7 +81,7 @@ func (r reader) ExpiredLocks(now time.Time, limit int) ([]store.Lock, error) {
 		if !it.expiresBy(now) || (limit > 0 && len(out) >= limit) {
 			return false
 		}
-		out = append(out, *it.lock)
+		out = append(out, it.rec.lock())
 		return true
 	})
 	return out, nil
@@ -89,34 +92,34 @@ func (r reader) ExpiredLocks(now time.Time, limit int) ([]store.Lock, error) {
 func (r reader) Locks(q store.LockQuery) ([]store.Lock, error) {
 	var out []store.Lock
 	hasCursor := q.AfterKey != "" || q.AfterSession != ""
-	afterCursor := func(l *store.Lock) bool {
+	afterCursor := func(l *lockRec) bool {
 		if !hasCursor {
 			return true
 		}
-		return l.Key > q.AfterKey || (l.Key == q.AfterKey && l.Session > q.AfterSession)
+		return l.key > q.AfterKey || (l.key == q.AfterKey && l.sessionID() > q.AfterSession)
 	}
-	visit := func(l *store.Lock) bool {
-		if !strings.HasPrefix(l.Key, q.Prefix) {
-			return l.Key < q.Prefix // before the prefix range: keep going
+	visit := func(l *lockRec) bool {
+		if !strings.HasPrefix(l.key, q.Prefix) {
+			return l.key < q.Prefix // before the prefix range: keep going
 		}
-		if !afterCursor(l) || (q.User != "" && l.User != q.User) || (q.Session != "" && l.Session != q.Session) {
+		if !afterCursor(l) || (q.User != "" && l.grant.Value().user != q.User) || (q.Session != "" && l.sessionID() != q.Session) {
 			return true
 		}
-		out = append(out, *l)
+		out = append(out, l.lock())
 		return q.Limit <= 0 || len(out) < q.Limit
 	}
 	if q.Session != "" {
-		pivot := &store.Lock{Session: q.Session, Key: max(q.Prefix, q.AfterKey)}
-		r.e.locksBySess.AscendGreaterOrEqual(pivot, func(l *store.Lock) bool {
-			return l.Session == q.Session && visit(l)
+		pivot := sessionPivot(q.Session, max(q.Prefix, q.AfterKey))
+		r.e.locksBySess.AscendGreaterOrEqual(pivot, func(l *lockRec) bool {
+			return l.session == pivot.session && visit(l)
 		})
 		return out, nil
 	}
-	start := pairItem{a: q.Prefix}
+	start := keyItem{key: q.Prefix}
 	if hasCursor && q.AfterKey >= q.Prefix {
-		start = pairItem{a: q.AfterKey, b: q.AfterSession}
+		start = keyItem{key: q.AfterKey, rec: sessionPivot(q.AfterSession, q.AfterKey)}
 	}
-	r.e.locks.AscendGreaterOrEqual(start, func(it pairItem) bool { return visit(it.lock) })
+	r.e.locks.AscendGreaterOrEqual(start, func(it keyItem) bool { return visit(it.rec) })
 	return out, nil
 }
 

@@ -31,7 +31,7 @@ type undo struct {
 	kind Kind
 	a, b string // lock: key, session; session: id; aggregate: member; lost: session, key
 	n    uint64 // lost: token; audit: id
-	prev any    // *store.Lock, *store.Session, string (root), *store.Lost, *store.AuditEntry
+	prev any    // *lockRec, *store.Session, string (root), *store.Lost, *store.AuditEntry
 	// lazy marks a session write by TouchSession.
 	lazy bool
 }
@@ -70,7 +70,7 @@ func (t *tx) rollback() {
 			if u.prev == nil {
 				e.deleteLock(u.a, u.b)
 			} else {
-				e.putLock(u.prev.(*store.Lock))
+				e.putLock(u.prev.(*lockRec))
 			}
 		case KindSession:
 			if u.prev == nil {
@@ -117,6 +117,7 @@ func (t *tx) changes() []Change {
 		return nil
 	}
 	out := make([]Change, 0, n)
+	locks := make([]store.Lock, 0, t.lockChanges())
 	strict := t.strictSessions()
 	var seen map[undo]struct{}
 	if len(t.undo) > 8 {
@@ -132,7 +133,7 @@ func (t *tx) changes() []Change {
 		} else if t.touchedBefore(i) {
 			continue
 		}
-		if c, ok := t.finalState(u); ok {
+		if c, ok := t.finalState(u, &locks); ok {
 			c.Lazy = t.touches > 0 && u.kind == KindSession && !strict[u.a]
 			out = append(out, c)
 		}
@@ -147,6 +148,17 @@ func (t *tx) changes() []Change {
 		out = append(out, Change{Kind: KindCounter, Counter: CounterAudit, Value: t.e.lastAuditID})
 	}
 	return out
+}
+
+// lockChanges bounds how many lock changes the transaction reports.
+func (t *tx) lockChanges() int {
+	n := 0
+	for _, u := range t.undo {
+		if u.kind == KindLock {
+			n++
+		}
+	}
+	return n
 }
 
 // touchedBefore reports whether the record of undo entry i appears earlier.
@@ -179,17 +191,23 @@ func (t *tx) strictSessions() map[string]bool {
 }
 
 // finalState is the change for the record u names; ok is false when the
-// record neither exists now nor existed before.
-func (t *tx) finalState(u undo) (Change, bool) {
+// record neither exists now nor existed before. A lock is built in locks,
+// which has room for it: the changes of one commit share one allocation.
+func (t *tx) finalState(u undo, locks *[]store.Lock) (Change, bool) {
 	e := t.e
 	c := Change{Kind: u.kind}
 	switch u.kind {
 	case KindLock:
-		c.Lock = e.getLock(u.a, u.b)
-		if c.Lock == nil && u.prev != nil {
-			c.Delete, c.Lock = true, u.prev.(*store.Lock)
+		r := e.getLock(u.a, u.b)
+		if r == nil && u.prev != nil {
+			c.Delete, r = true, u.prev.(*lockRec)
 		}
-		return c, c.Lock != nil
+		if r == nil {
+			return c, false
+		}
+		*locks = append(*locks, r.lock())
+		c.Lock = &(*locks)[len(*locks)-1]
+		return c, true
 	case KindSession:
 		c.Session = e.sessions[u.a]
 		if c.Session == nil && u.prev != nil {
@@ -225,8 +243,7 @@ func (t *tx) NextToken() (uint64, error) {
 }
 
 func (t *tx) PutLock(l store.Lock) error {
-	stored := l
-	prev := t.e.putLock(&stored)
+	prev := t.e.putLock(recOf(&l))
 	t.undo = append(t.undo, undo{kind: KindLock, a: l.Key, b: l.Session, prev: anyOrNil(prev)})
 	return nil
 }

@@ -1,0 +1,62 @@
+package memdb
+
+import (
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/holdfast/holdfast/store"
+)
+
+// TestLockRecordKeepsEveryField stores locks in the compact record and
+// reads them back unchanged, times in UTC to the nanosecond, the zero time
+// as zero.
+func TestLockRecordKeepsEveryField(t *testing.T) {
+	t.Parallel()
+	local := time.FixedZone("CET", 3600)
+	for _, l := range []store.Lock{
+		{Key: "order/1", Session: "s", User: "u", Name: "Bob Smith", Shared: true, Token: 1<<64 - 1,
+			AcquiredAt: time.Date(2026, 11, 30, 10, 47, 0, 123456789, local), ExpiresAt: time.Date(2026, 11, 30, 11, 0, 0, 1, local), Note: "review"},
+		{Key: "order/2", Session: "s\x00odd"}, // zero times
+		{Key: "far", Session: "s", ExpiresAt: time.Date(9999, 12, 31, 23, 59, 59, 999999999, time.UTC)},
+		{Key: "early", Session: "s", AcquiredAt: time.Date(1, 1, 1, 0, 0, 0, 1, time.UTC)},
+	} {
+		got := recOf(&l).lock()
+		want := l
+		want.AcquiredAt, want.ExpiresAt = l.AcquiredAt.UTC(), l.ExpiresAt.UTC()
+		if !reflect.DeepEqual(got, want) {
+			t.Errorf("round trip:\n got %+v\nwant %+v", got, want)
+		}
+	}
+}
+
+// TestExpiryOrderBeyondNanoseconds checks that expiries the index cannot
+// hold in int64 nanoseconds still sort and expire by their exact time.
+func TestExpiryOrderBeyondNanoseconds(t *testing.T) {
+	t.Parallel()
+	e := New(fixedClock, Options{})
+	far := time.Date(3000, 1, 1, 0, 0, 0, 0, time.UTC)
+	putLocks(t, e,
+		store.Lock{Key: "c", Session: "s", ExpiresAt: far.Add(time.Second)},
+		store.Lock{Key: "a", Session: "s", ExpiresAt: far.Add(time.Nanosecond)},
+		store.Lock{Key: "b", Session: "s", ExpiresAt: far},
+		store.Lock{Key: "d", Session: "s", ExpiresAt: t0},
+		store.Lock{Key: "z", Session: "s"}, // zero: expired since forever
+	)
+	for _, c := range []struct {
+		now  time.Time
+		want []string
+	}{
+		{t0.Add(-time.Second), []string{"z@s"}},
+		{t0, []string{"z@s", "d@s"}},
+		{far, []string{"z@s", "d@s", "b@s"}},
+		{far.Add(time.Nanosecond), []string{"z@s", "d@s", "b@s", "a@s"}},
+		{far.Add(time.Hour), []string{"z@s", "d@s", "b@s", "a@s", "c@s"}},
+	} {
+		var got []store.Lock
+		view(t, e, func(tx store.ReadTx) (err error) { got, err = tx.ExpiredLocks(c.now, 0); return err })
+		if g := keysOf(got); !reflect.DeepEqual(g, c.want) {
+			t.Errorf("ExpiredLocks(%v) = %v, want %v", c.now, g, c.want)
+		}
+	}
+}

@@ -22,7 +22,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/holdfast/holdfast/store"
@@ -191,57 +190,24 @@ func (s *Store) usable(ctx context.Context) error {
 	return ctx.Err()
 }
 
-// begin acquires a connection and opens a transaction on it, reading the
-// database clock and taking the learned locks in the same round trip. On
-// failure it returns the closed transaction (with what it wanted to
-// lock) or nil, and the error.
+// begin acquires a connection for a transaction. The transaction opens
+// with its first round trip (see tx.start), so that the first reads, and
+// all of Prepare, share it.
 func (s *Store) begin(ctx context.Context, write bool, learned map[int64]bool) (*tx, error) {
 	conn, err := s.pool.Acquire(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("pgstore: acquire a connection: %w", err)
 	}
 	t := &tx{s: s, ctx: ctx, conn: conn, write: write}
-	var b pgx.Batch
-	start := s.q.startRead
 	if write {
-		b.Queue(`BEGIN ISOLATION LEVEL READ COMMITTED`)
 		for id, x := range learned {
 			t.locks.need(id, x)
 		}
-		start = s.q.startWrite
-	} else {
-		b.Queue(`BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY`)
 	}
 	// Most deployments map no aggregates; knowing that saves each lock
 	// operation its aggregate lookup. It is read under the shared
 	// aggregates lock in a write transaction, so it stays true until
 	// commit.
 	t.lockAggregates(false)
-	t.flush(&b)
-	// The transaction's start time is the clock of every decision it
-	// takes: one instant, on the clock every server shares. A write
-	// transaction also draws an audit id ahead, since most append one.
-	b.Queue(start).QueryRow(func(row pgx.Row) error {
-		var (
-			anyAggregates bool
-			auditID       int64
-		)
-		if err := row.Scan(&t.now, &anyAggregates, &auditID); err != nil {
-			return err
-		}
-		if write {
-			t.auditIDs = append(t.auditIDs, auditID)
-		}
-		t.now, t.noAggregates = t.now.UTC(), !anyAggregates
-		if s.now != nil {
-			t.now = s.now().UTC()
-		}
-		return nil
-	})
-	t.begun = true
-	if err := t.send(&b); err != nil {
-		t.close()
-		return t, err
-	}
 	return t, nil
 }

@@ -19,18 +19,33 @@ var _ store.Preparer = (*tx)(nil)
 // key and the sessions' records into the transaction's caches, and draws
 // a token and an audit id per key. The operations then read from the
 // caches, so that a group of them costs a constant number of round trips.
+// Called first, Prepare opens the transaction in the same round trip.
 //
-// Keys come as callers gave them: where aggregates are mapped, a first
-// round trip reads the mappings of the keys and their ancestors, and the
-// rest is done for the keys they resolve to.
+// Keys come as callers gave them, and aggregates may map them onto
+// others. Where the transaction does not know yet whether any aggregate
+// is mapped, it reads ahead for the keys as given and reads their
+// mappings too; where some are mapped, a second round trip reads ahead
+// for the keys they resolve to.
 func (t *tx) Prepare(keys, sessions []string) error {
 	if !t.write || t.err != nil {
 		return t.err
+	}
+	if !t.begun {
+		if err := t.readAhead(keys, sessions, t.unknownAggregates(keys)); err != nil || t.noAggregates {
+			return err
+		}
 	}
 	keys, unknownAggregates, err := t.resolveHint(keys)
 	if err != nil {
 		return err
 	}
+	return t.readAhead(keys, sessions, unknownAggregates)
+}
+
+// readAhead takes the locks and reads the records of keys (resolved) and
+// sessions, and the mappings of unknownAggregates, in one round trip, if
+// it knows not all of them yet.
+func (t *tx) readAhead(keys, sessions, unknownAggregates []string) error {
 	var read, readSessions []string // not all known yet
 	listed := make(map[string]bool, 2*len(keys))
 	for _, k := range keys {
@@ -68,7 +83,7 @@ func (t *tx) Prepare(keys, sessions []string) error {
 		}
 		low, high = append(low, k+"/"), append(high, k+"0")
 	}
-	err = t.exchange(func(b *pgx.Batch) {
+	err := t.exchange(func(b *pgx.Batch) {
 		if len(unknownAggregates) > 0 {
 			t.queueAggregates(b, unknownAggregates)
 		}

@@ -104,8 +104,46 @@ func (t *tx) run(fn func() error) (err error) {
 // the queued writes. The caller queues its statements after them.
 func (t *tx) batch() *pgx.Batch {
 	b := &pgx.Batch{}
-	t.flush(b)
+	if !t.begun {
+		t.start(b)
+	} else {
+		t.flush(b)
+	}
 	return b
+}
+
+// start opens the transaction at the head of its first round trip: BEGIN,
+// the locks and writes so far, then the transaction's start time, the
+// clock of every decision it takes (one instant, on the clock every
+// server shares), and whether any aggregate is mapped. A write
+// transaction also draws an audit id ahead, since most append one.
+func (t *tx) start(b *pgx.Batch) {
+	sql := t.s.q.startRead
+	if t.write {
+		b.Queue(`BEGIN ISOLATION LEVEL READ COMMITTED`)
+		sql = t.s.q.startWrite
+	} else {
+		b.Queue(`BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY`)
+	}
+	t.flush(b)
+	b.Queue(sql).QueryRow(func(row pgx.Row) error {
+		var (
+			anyAggregates bool
+			auditID       int64
+		)
+		if err := row.Scan(&t.now, &anyAggregates, &auditID); err != nil {
+			return err
+		}
+		if t.write {
+			t.auditIDs = append(t.auditIDs, auditID)
+		}
+		t.now, t.noAggregates = t.now.UTC(), !anyAggregates
+		if t.s.now != nil {
+			t.now = t.s.now().UTC()
+		}
+		return nil
+	})
+	t.begun = true
 }
 
 // flush queues the advisory locks still needed and the queued writes.
@@ -258,7 +296,14 @@ func (t *tx) cached(key, session string) (l *store.Lock, known bool) {
 	return nil, false
 }
 
-func (t *tx) Now() time.Time { return t.now }
+// Now opens the transaction if nothing has yet; a failure to is the
+// transaction's error, returned by every later call and by Update.
+func (t *tx) Now() time.Time {
+	if !t.begun {
+		t.exchange(func(*pgx.Batch) {})
+	}
+	return t.now
+}
 
 func (t *tx) Lock(key, session string) (store.Lock, bool, error) {
 	if l, known := t.cached(key, session); known {

@@ -138,7 +138,8 @@ type Change struct {
 // onCommit, when not nil, is called before the write lock is released,
 // with the change set of a successful commit, or with nil when fn failed
 // or wrote nothing: the state fn read must be made durable before its
-// answer is given either way.
+// answer is given either way. The change set is valid only until onCommit
+// returns: the next transaction reuses its memory.
 func (e *Engine) Update(fn func(store.Tx) error, onCommit func([]Change)) error {
 	e.mu.Lock()
 	defer e.mu.Unlock()

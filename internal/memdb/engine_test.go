@@ -22,10 +22,26 @@ func lockOn(key, session string, expiresIn time.Duration) store.Lock {
 func mustUpdate(t *testing.T, e *Engine, fn func(store.Tx) error) []Change {
 	t.Helper()
 	var got []Change
-	if err := e.Update(fn, func(c []Change) { got = c }); err != nil {
+	if err := e.Update(fn, func(c []Change) { got = detach(c) }); err != nil {
 		t.Fatalf("update: %v", err)
 	}
 	return got
+}
+
+// detach copies a change set out of the memory the engine reuses.
+func detach(changes []Change) []Change {
+	out := slices.Clone(changes)
+	for i, c := range out {
+		if c.Lock != nil {
+			l := *c.Lock
+			out[i].Lock = &l
+		}
+		if c.Audit != nil {
+			a := *c.Audit
+			out[i].Audit = &a
+		}
+	}
+	return out
 }
 
 func putLocks(t *testing.T, e *Engine, locks ...store.Lock) {

@@ -1,6 +1,7 @@
 package memdb
 
 import (
+	"slices"
 	"time"
 
 	"github.com/holdfast/holdfast/store"
@@ -17,7 +18,14 @@ type tx struct {
 	touches    int // TouchSession calls, for changes to tell lazy records
 	// appended holds the entries AppendAudit numbered when the engine
 	// does not keep the audit log.
-	appended []*store.AuditEntry
+	appended []store.AuditEntry
+
+	// The change set and what it is built with, reused by every commit:
+	// the change set is valid only until onCommit returns.
+	out    []Change
+	locks  []store.Lock
+	seen   map[undo]struct{}
+	strict map[string]bool
 }
 
 var (
@@ -42,21 +50,30 @@ const undoCap = 1024
 
 func (t *tx) begin(now time.Time) {
 	t.reader.now = now
-	t.undo = t.undo[:0]
-	t.appended = t.appended[:0]
 	t.touches = 0
 	t.startToken, t.startAudit = t.e.lastToken, t.e.lastAuditID
 }
 
 func (t *tx) end() {
-	clear(t.undo)
-	if cap(t.undo) > undoCap {
-		t.undo = nil
+	t.undo = reuse(t.undo)
+	t.appended = reuse(t.appended)
+	t.out = reuse(t.out)
+	t.locks = reuse(t.locks)
+	if len(t.seen) > undoCap {
+		t.seen = nil
 	}
-	clear(t.appended)
-	if cap(t.appended) > undoCap {
-		t.appended = nil
+	clear(t.seen)
+	clear(t.strict)
+}
+
+// reuse empties s for the next transaction, dropping what it points to, or
+// drops s when one big transaction grew it past undoCap.
+func reuse[T any](s []T) []T {
+	if cap(s) > undoCap {
+		return nil
 	}
+	clear(s[:cap(s)])
+	return s[:0]
 }
 
 // rollback restores every record in reverse order of change, then the
@@ -105,6 +122,8 @@ func (t *tx) rollback() {
 // changes returns the final state of every record the transaction
 // touched, once each, in the order first touched, then the counters that
 // moved. Records that were created and then deleted again are left out.
+// The result and the locks and audit entries it points to are reused by
+// the next transaction.
 func (t *tx) changes() []Change {
 	n := len(t.undo) + len(t.appended)
 	if t.e.lastToken != t.startToken {
@@ -116,30 +135,31 @@ func (t *tx) changes() []Change {
 	if n == 0 {
 		return nil
 	}
-	out := make([]Change, 0, n)
-	locks := make([]store.Lock, 0, t.lockChanges())
+	out := slices.Grow(t.out, n)
+	// Grown once, so the pointers changes take into it stay valid.
+	t.locks = slices.Grow(t.locks, t.lockChanges())
 	strict := t.strictSessions()
-	var seen map[undo]struct{}
-	if len(t.undo) > 8 {
-		seen = make(map[undo]struct{}, len(t.undo))
+	useMap := len(t.undo) > 8
+	if useMap && t.seen == nil {
+		t.seen = make(map[undo]struct{}, len(t.undo))
 	}
 	for i, u := range t.undo {
 		id := undo{kind: u.kind, a: u.a, b: u.b, n: u.n}
-		if seen != nil {
-			if _, dup := seen[id]; dup {
+		if useMap {
+			if _, dup := t.seen[id]; dup {
 				continue
 			}
-			seen[id] = struct{}{}
+			t.seen[id] = struct{}{}
 		} else if t.touchedBefore(i) {
 			continue
 		}
-		if c, ok := t.finalState(u, &locks); ok {
+		if c, ok := t.finalState(u); ok {
 			c.Lazy = t.touches > 0 && u.kind == KindSession && !strict[u.a]
 			out = append(out, c)
 		}
 	}
-	for _, a := range t.appended {
-		out = append(out, Change{Kind: KindAudit, Audit: a})
+	for i := range t.appended {
+		out = append(out, Change{Kind: KindAudit, Audit: &t.appended[i]})
 	}
 	if t.e.lastToken != t.startToken {
 		out = append(out, Change{Kind: KindCounter, Counter: CounterToken, Value: t.e.lastToken})
@@ -147,6 +167,7 @@ func (t *tx) changes() []Change {
 	if t.e.lastAuditID != t.startAudit {
 		out = append(out, Change{Kind: KindCounter, Counter: CounterAudit, Value: t.e.lastAuditID})
 	}
+	t.out = out
 	return out
 }
 
@@ -178,22 +199,21 @@ func (t *tx) strictSessions() map[string]bool {
 	if t.touches == 0 {
 		return nil
 	}
-	var strict map[string]bool
 	for _, u := range t.undo {
 		if u.kind == KindSession && !u.lazy {
-			if strict == nil {
-				strict = make(map[string]bool)
+			if t.strict == nil {
+				t.strict = make(map[string]bool)
 			}
-			strict[u.a] = true
+			t.strict[u.a] = true
 		}
 	}
-	return strict
+	return t.strict
 }
 
 // finalState is the change for the record u names; ok is false when the
-// record neither exists now nor existed before. A lock is built in locks,
-// which has room for it: the changes of one commit share one allocation.
-func (t *tx) finalState(u undo, locks *[]store.Lock) (Change, bool) {
+// record neither exists now nor existed before. A lock is built in
+// t.locks, which has room for it.
+func (t *tx) finalState(u undo) (Change, bool) {
 	e := t.e
 	c := Change{Kind: u.kind}
 	switch u.kind {
@@ -205,8 +225,8 @@ func (t *tx) finalState(u undo, locks *[]store.Lock) (Change, bool) {
 		if r == nil {
 			return c, false
 		}
-		*locks = append(*locks, r.lock())
-		c.Lock = &(*locks)[len(*locks)-1]
+		t.locks = append(t.locks, r.lock())
+		c.Lock = &t.locks[len(t.locks)-1]
 		return c, true
 	case KindSession:
 		c.Session = e.sessions[u.a]
@@ -325,10 +345,11 @@ func (t *tx) AppendAudit(e store.AuditEntry) (uint64, error) {
 	t.e.lastAuditID++
 	e.ID = t.e.lastAuditID
 	if !t.e.auditInMemory {
-		t.appended = append(t.appended, &e)
+		t.appended = append(t.appended, e)
 		return e.ID, nil
 	}
-	t.e.putAudit(&e)
+	stored := e // only kept entries go to the heap
+	t.e.putAudit(&stored)
 	t.undo = append(t.undo, undo{kind: KindAudit, n: e.ID})
 	return e.ID, nil
 }

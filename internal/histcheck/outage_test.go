@@ -115,7 +115,6 @@ func TestPostgresRestart(t *testing.T) {
 // back, service resumes without any restart of holdfast; and the whole
 // history is linearizable under the lock model.
 func outageHistory(t *testing.T, cfg *pgxpool.Config, schema string, seed uint64, outages []outage) {
-	t.Helper()
 	ctx := context.Background()
 	cfg.ConnConfig.ConnectTimeout = 2 * time.Second
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)

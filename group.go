@@ -108,23 +108,31 @@ func (g *group) gone() {
 	}
 }
 
-// grouper lets the operations of one group at a time run in the store.
-// Operations that arrive meanwhile queue, and become the next group as
-// soon as those operations have run: that group's transaction starts
-// while the previous one is still being made durable.
+// grouper runs the operations of one group at a time, and lets at most
+// maxInFlight groups' transactions be under way. Operations that arrive
+// meanwhile queue, and the queue becomes the next group as soon as there
+// is room: a group's transaction can start while the previous one is
+// still being made durable.
 type grouper struct {
-	mu      sync.Mutex
-	running bool
-	queue   []*pending
+	mu       sync.Mutex
+	running  bool // a group's operations are running
+	inFlight int  // groups whose transactions have not returned
+	queue    []*pending
 }
+
+// maxInFlight is two: the store can work on one group while it waits for
+// the disk (or the database) to commit the other. More would only split
+// the queue into smaller groups, each paying for its own commit.
+const maxInFlight = 2
 
 // join waits for p's turn. It returns lead true when p's goroutine must
 // lead g (nil: p alone); else p is answered, or gave up while queued.
 func (gr *grouper) join(p *pending) (g *group, lead bool) {
 	gr.mu.Lock()
-	if !gr.running {
+	if !gr.running && gr.inFlight < maxInFlight {
 		// Alone: no waiting.
 		gr.running = true
+		gr.inFlight++
 		gr.mu.Unlock()
 		return nil, true
 	}
@@ -151,15 +159,31 @@ func (gr *grouper) join(p *pending) (g *group, lead bool) {
 	return g, g != nil
 }
 
-// next gives the turn to what queued meanwhile, led by the first.
-func (gr *grouper) next() {
+// ran tells gr that a group's operations have run.
+func (gr *grouper) ran() {
 	gr.mu.Lock()
 	defer gr.mu.Unlock()
+	gr.running = false
+	gr.startLocked()
+}
+
+// done tells gr that a group's transaction has returned.
+func (gr *grouper) done() {
+	gr.mu.Lock()
+	defer gr.mu.Unlock()
+	gr.inFlight--
+	gr.startLocked()
+}
+
+// startLocked starts the next group, led by the first queued, if there is
+// room for it.
+func (gr *grouper) startLocked() {
 	n := min(len(gr.queue), maxGroup)
-	if n == 0 {
-		gr.running = false
+	if gr.running || gr.inFlight >= maxInFlight || n == 0 {
 		return
 	}
+	gr.running = true
+	gr.inFlight++
 	g := &group{ops: slices.Clone(gr.queue[:n]), leader: gr.queue[0]}
 	left := copy(gr.queue, gr.queue[n:])
 	clear(gr.queue[left:])
@@ -190,7 +214,8 @@ func (m *Manager) lead(self *pending, g *group) {
 		}()
 	}
 	l := &self.leader
-	l.m, l.self, l.passed = m, self, false
+	l.m, l.self, l.ran = m, self, false
+	defer m.groups.done()
 	var alone []*pending
 	for len(ops) > 0 {
 		failed := l.commit(ctx, ops)
@@ -200,7 +225,7 @@ func (m *Manager) lead(self *pending, g *group) {
 		ops = slices.DeleteFunc(ops, func(p *pending) bool { return p == failed })
 		alone = append(alone, failed)
 	}
-	l.pass() // in case the store never got as far as running them
+	l.opsRan() // in case the store never got as far as running them
 	for _, p := range alone {
 		l.commit(p.ctx, p.self[:])
 	}
@@ -213,15 +238,15 @@ type leader struct {
 	self   *pending
 	ops    []*pending // in the transaction
 	failed *pending   // the one that failed other than by refusing
-	passed bool       // the turn went on to the next group
+	ran    bool       // the grouper was told the operations ran
 	body   func(store.Tx) error
 }
 
-// pass gives the turn to the next group, once the operations have run.
-func (l *leader) pass() {
-	if !l.passed {
-		l.passed = true
-		l.m.groups.next()
+// opsRan tells the grouper, once, that the operations have run.
+func (l *leader) opsRan() {
+	if !l.ran {
+		l.ran = true
+		l.m.groups.ran()
 	}
 }
 
@@ -245,7 +270,7 @@ func (l *leader) commit(ctx context.Context, ops []*pending) (failed *pending) {
 
 // transact is the body of the transaction, bound to l.body once.
 func (l *leader) transact(tx store.Tx) error {
-	defer l.pass()
+	defer l.opsRan()
 	l.failed = nil // the store may call it again: the last call counts
 	if pr, ok := tx.(store.Preparer); ok && len(l.ops) > 1 {
 		var t touched

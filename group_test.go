@@ -21,11 +21,13 @@ import (
 type tapStore struct {
 	store.Store
 	updates atomic.Int64
-	// hold is how many of the next transactions wait, each announced on
-	// held, until the test closes the channel it sent.
-	hold     atomic.Int64
-	held     chan chan struct{}
-	prepares bool // the Tx implements store.Preparer
+	// hold is how many of the next transactions wait before they run,
+	// and holdCommitted how many wait after they committed (as for a
+	// disk), each announced on held, until the test closes the channel
+	// it sent.
+	hold, holdCommitted atomic.Int64
+	held                chan chan struct{}
+	prepares            bool // the Tx implements store.Preparer
 
 	mu       sync.Mutex
 	prepared [][2][]string // keys, sessions of each Prepare
@@ -40,21 +42,30 @@ func newTapStore(now func() time.Time) *tapStore {
 func (s *tapStore) Update(ctx context.Context, fn func(store.Tx) error) error {
 	s.updates.Add(1)
 	if s.hold.Add(-1) >= 0 {
-		release := make(chan struct{})
-		s.held <- release
-		<-release
+		s.wait()
 		// A store that waits on the network honours ctx here.
 		if err := ctx.Err(); err != nil {
 			return err
 		}
 	}
-	return s.Store.Update(ctx, func(tx store.Tx) error {
+	err := s.Store.Update(ctx, func(tx store.Tx) error {
 		t := tapTx{Tx: tx}
 		if s.prepares {
 			return fn(preparingTx{t, s})
 		}
 		return fn(t)
 	})
+	if s.holdCommitted.Add(-1) >= 0 {
+		s.wait()
+	}
+	return err
+}
+
+// wait announces a held transaction and waits until the test lets it go.
+func (s *tapStore) wait() {
+	release := make(chan struct{})
+	s.held <- release
+	<-release
 }
 
 type tapTx struct{ store.Tx }
@@ -189,6 +200,45 @@ func TestQueuedOperationsShareOneTransaction(t *testing.T) {
 		if e := <-events; e.Event != holdfast.EventAcquired || e.Lock.Key != fmt.Sprintf("order/%d", i) {
 			t.Errorf("event %d: %s %s", i, e.Event, e.Lock.Key)
 		}
+	}
+}
+
+// A transaction starts while the previous one is being made durable, but
+// no more than two are under way: the third caller queues.
+func TestTransactionsInFlightAreBounded(t *testing.T) {
+	t.Parallel()
+	s := newTapStore(nil)
+	m := newTapManager(t, s)
+	s.holdCommitted.Store(2)
+	var wg sync.WaitGroup
+	errs := make([]error, 3)
+	acquire := func(i int) func() {
+		return func() {
+			_, errs[i] = m.Acquire(context.Background(), acquireReq(fmt.Sprintf("order/%d", i), fmt.Sprintf("s-%d", i)))
+		}
+	}
+	committing := func() chan struct{} {
+		select {
+		case release := <-s.held:
+			return release
+		case <-time.After(10 * time.Second):
+			t.Fatal("no transaction started")
+			return nil
+		}
+	}
+	wg.Go(acquire(0))
+	first := committing()
+	wg.Go(acquire(1))
+	second := committing() // it did not wait for the first to be durable
+	queue(t, m, &wg, acquire(2))
+	close(first)
+	close(second)
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		t.Fatal(err)
+	}
+	if got := s.updates.Load(); got != 3 {
+		t.Errorf("%d store transactions, want 3", got)
 	}
 }
 

@@ -90,7 +90,7 @@ func (r reader) ExpiredLocks(now time.Time, limit int) ([]store.Lock, error) {
 // Locks lists by (key, session) after the cursor, walking the session
 // index when a session is given and the key index otherwise.
 func (r reader) Locks(q store.LockQuery) ([]store.Lock, error) {
-	var out []store.Lock
+	out := withRoom[store.Lock](q.Limit)
 	hasCursor := q.AfterKey != "" || q.AfterSession != ""
 	afterCursor := func(l *lockRec) bool {
 		if !hasCursor {
@@ -121,6 +121,16 @@ func (r reader) Locks(q store.LockQuery) ([]store.Lock, error) {
 	}
 	r.e.locks.AscendGreaterOrEqual(start, func(it keyItem) bool { return visit(it.rec) })
 	return out, nil
+}
+
+// withRoom returns an empty slice with room for a page of limit (0: no
+// limit) items, up to a bound, so a listing grows it once at most.
+func withRoom[T any](limit int) []T {
+	const most = 1000
+	if limit <= 0 {
+		return nil
+	}
+	return make([]T, 0, min(limit, most))
 }
 
 func (r reader) Session(id string) (store.Session, bool, error) {

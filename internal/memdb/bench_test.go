@@ -1,0 +1,82 @@
+package memdb
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"testing"
+	"time"
+
+	"github.com/holdfast/holdfast/store"
+)
+
+// millionLocks returns an engine holding 1,000,000 locks, 1000 per
+// session, shaped like the scale workload of holdfast bench.
+func millionLocks(b *testing.B) *Engine {
+	b.Helper()
+	e := New(time.Now, Options{})
+	ld := e.Load()
+	now := time.Now().UTC()
+	for i := range 1_000_000 {
+		s := i / 1000
+		ld.Lock(&store.Lock{Key: fmt.Sprintf("scale/%d/%d", s, i), Session: fmt.Sprintf("scale-%d", s), User: "scale",
+			Token: uint64(i + 1), AcquiredAt: now, ExpiresAt: now.Add(time.Hour)})
+	}
+	ld.Close()
+	return e
+}
+
+// BenchmarkLocksPrefixPage lists one page of 100 locks under a prefix, as
+// GET /v1/locks?prefix= does, among a million.
+func BenchmarkLocksPrefixPage(b *testing.B) {
+	e := millionLocks(b)
+	b.ReportAllocs()
+	b.ResetTimer()
+	for b.Loop() {
+		q := store.LockQuery{Prefix: fmt.Sprintf("scale/%d", rand.IntN(1000)), Limit: 101}
+		var page []store.Lock
+		if err := e.View(func(tx store.ReadTx) (err error) { page, err = tx.Locks(q); return err }, nil); err != nil || len(page) != 101 {
+			b.Fatalf("%d locks, %v", len(page), err)
+		}
+	}
+}
+
+// BenchmarkAcquireReleaseAmongMillion writes what an acquire and a release
+// write, among a million locks.
+func BenchmarkAcquireReleaseAmongMillion(b *testing.B) {
+	e := millionLocks(b)
+	b.ReportAllocs()
+	b.ResetTimer()
+	i := 0
+	for b.Loop() {
+		i++
+		key, session := fmt.Sprintf("order/%d", i%5000), fmt.Sprintf("s-%d", i%64)
+		err := e.Update(func(tx store.Tx) error {
+			blocked := false
+			tx.Related(key, func(l store.Lock) bool { blocked = true; return false })
+			if blocked {
+				return fmt.Errorf("%s is held", key)
+			}
+			tok, _ := tx.NextToken()
+			now := tx.Now()
+			l := store.Lock{Key: key, Session: session, User: "u-1", Token: tok, AcquiredAt: now, ExpiresAt: now.Add(time.Hour)}
+			tx.PutLock(l)
+			_, err := tx.AppendAudit(store.AuditEntry{At: now, Event: "acquired", Lock: l})
+			return err
+		}, func([]Change) {})
+		if err != nil {
+			b.Fatal(err)
+		}
+		err = e.Update(func(tx store.Tx) error {
+			l, ok, _ := tx.Lock(key, session)
+			if !ok {
+				return fmt.Errorf("%s is not held", key)
+			}
+			tx.DeleteLock(key, session)
+			_, err := tx.AppendAudit(store.AuditEntry{At: tx.Now(), Event: "released", Lock: l})
+			return err
+		}, func([]Change) {})
+		if err != nil {
+			b.Fatal(err)
+		}
+	}
+}

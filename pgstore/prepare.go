@@ -15,9 +15,9 @@ var _ store.Preparer = (*tx)(nil)
 // Prepare reads ahead for a transaction of several operations (see
 // store.Preparer). In one round trip it takes every advisory lock that
 // operations on keys and sessions take (one take_locks, in ascending
-// order, like any other), reads under them the lock rows related to each
-// key and the sessions' records into the transaction's caches, and draws
-// a token and an audit id per key. The operations then read from the
+// order, like any other), reads under them into the transaction's caches
+// the lock rows related to each key and the sessions' records, locks and
+// lost records, and draws a token and an audit id per key. The operations then read from the
 // caches, so that a group of them costs a constant number of round trips.
 // Called first, Prepare opens the transaction in the same round trip.
 //
@@ -57,7 +57,9 @@ func (t *tx) readAhead(keys, sessions, unknownAggregates []string) error {
 	}
 	for _, id := range sessions {
 		t.lockSession(id)
-		if _, known := t.sessions[id]; !known {
+		_, known := t.sessions[id]
+		_, knownLost := t.lost[id]
+		if !known || !knownLost || !t.fullSessions[id] {
 			readSessions = append(readSessions, id)
 		}
 	}
@@ -72,6 +74,7 @@ func (t *tx) readAhead(keys, sessions, unknownAggregates []string) error {
 		exact, low, high []string
 		found            []store.Lock
 		foundSessions    []store.Session
+		foundLost        []store.Lost
 	)
 	clear(listed)
 	for _, k := range read {
@@ -98,6 +101,21 @@ func (t *tx) readAhead(keys, sessions, unknownAggregates []string) error {
 				foundSessions, err = scanSessions(rows)
 				return err
 			})
+			b.Queue(t.s.q.sessionsLocks, readSessions).Query(func(rows pgx.Rows) error {
+				ls, err := scanLocks(rows)
+				found = append(found, ls...)
+				return err
+			})
+			b.Queue(t.s.q.sessionsLost, readSessions).Query(func(rows pgx.Rows) error {
+				for rows.Next() {
+					l, err := scanLost(rows)
+					if err != nil {
+						return err
+					}
+					foundLost = append(foundLost, l)
+				}
+				return rows.Err()
+			})
 		}
 		if tokens > 0 {
 			t.drawTokens(b, tokens)
@@ -116,13 +134,19 @@ func (t *tx) readAhead(keys, sessions, unknownAggregates []string) error {
 	for _, k := range read {
 		t.fullTrees[k] = true
 	}
+	if t.lost == nil && len(readSessions) > 0 {
+		t.lost = make(map[string][]store.Lost, len(readSessions))
+	}
+	for _, id := range readSessions {
+		t.rememberSession(store.Session{}, id, false)
+		t.fullSessions[id] = true
+		t.lost[id] = nil
+	}
 	for _, s := range foundSessions {
 		t.rememberSession(s, s.ID, true)
 	}
-	for _, id := range readSessions {
-		if _, ok := t.sessions[id]; !ok {
-			t.rememberSession(store.Session{}, id, false)
-		}
+	for _, l := range foundLost {
+		t.lost[l.Lock.Session] = append(t.lost[l.Lock.Session], l)
 	}
 	return nil
 }

@@ -271,6 +271,7 @@ func TestBatchesWithPrepareAnswerAsWithout(t *testing.T) {
 			acquireOp(holdfast.AcquireRequest{Keys: []string{"ticket/1"}, Owner: owner("hank")}),
 			verifyOp("s-grace", "ticket/1"),
 			heartbeatOp("s-grace"),
+			heartbeatOp("s-grace"), // reports nothing again
 			acquireOp(holdfast.AcquireRequest{Keys: []string{"desk/1"}, Owner: owner("judy")}),
 			heartbeatOp("s-ivan"),
 			releaseOp(aliceTab.Session, "order/2", "order/2/line/1"),

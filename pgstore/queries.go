@@ -11,8 +11,8 @@ type queries struct {
 	takeLocks                string
 	nextTokens, nextAuditIDs string
 
-	lock, related, relatedAll, sessionLocks, locksByRef, expiredLocks string
-	putLocks, deleteLocks                                             string
+	lock, related, relatedAll, sessionLocks, sessionsLocks, locksByRef, expiredLocks string
+	putLocks, deleteLocks                                                            string
 
 	session, checkSession                     string
 	sessionsByID, idleSessions, endedSessions string
@@ -23,7 +23,7 @@ type queries struct {
 	aggregates, aggregatesOf, allAggregates string
 	putAggregate, deleteAggregate           string
 
-	lost, lostBefore, putLosts, deleteLosts string
+	lost, sessionsLost, lostBefore, putLosts, deleteLosts string
 
 	appendAudits, pruneAudit string
 
@@ -68,7 +68,8 @@ func newQueries(schema string) queries {
 			UNION ALL
 			SELECT ` + lockCols + ` FROM unnest($2::text[], $3::text[]) AS r (low, high),
 				LATERAL (SELECT ` + lockCols + ` FROM ` + s + `.locks WHERE key >= r.low AND key < r.high) l`,
-		sessionLocks: `SELECT ` + lockCols + ` FROM ` + s + `.locks WHERE session = $1 ORDER BY key`,
+		sessionLocks:  `SELECT ` + lockCols + ` FROM ` + s + `.locks WHERE session = $1 ORDER BY key`,
+		sessionsLocks: `SELECT ` + lockCols + ` FROM ` + s + `.locks WHERE session = ANY($1::text[])`,
 		locksByRef: `SELECT ` + lockCols + ` FROM ` + s + `.locks
 			WHERE (key, session) IN (SELECT * FROM unnest($1::text[], $2::text[])) AND expires_at <= $3
 			ORDER BY expires_at, key, session`,
@@ -101,8 +102,9 @@ func newQueries(schema string) queries {
 		putAggregate:    `INSERT INTO ` + s + `.aggregates (member, root) VALUES ($1, $2) ON CONFLICT (member) DO UPDATE SET root = EXCLUDED.root`,
 		deleteAggregate: `DELETE FROM ` + s + `.aggregates WHERE member = $1`,
 
-		lost:       `SELECT ` + lostCols + ` FROM ` + s + `.lost WHERE session = $1 ORDER BY at, key, token`,
-		lostBefore: `SELECT ` + lostCols + ` FROM ` + s + `.lost WHERE at < $1 ORDER BY at, session, key, token LIMIT $2`,
+		lost:         `SELECT ` + lostCols + ` FROM ` + s + `.lost WHERE session = $1 ORDER BY at, key, token`,
+		sessionsLost: `SELECT ` + lostCols + ` FROM ` + s + `.lost WHERE session = ANY($1::text[]) ORDER BY at, key, token`,
+		lostBefore:   `SELECT ` + lostCols + ` FROM ` + s + `.lost WHERE at < $1 ORDER BY at, session, key, token LIMIT $2`,
 		// Each session and key comes at most once: the deletion of older
 		// reported records and the insert see the same snapshot.
 		putLosts: `WITH new AS (SELECT * FROM unnest(` + lostArrays + `) AS n (` + lostCols + `)),

@@ -91,12 +91,12 @@ func TestRoundTrips(t *testing.T) {
 		keys = append(keys, fmt.Sprintf("order/%d", i))
 		sessions = append(sessions, fmt.Sprintf("s-%d", i))
 	}
-	batch := func(op func(ctx context.Context, i int) error) func() error {
+	batch := func(keys []string, op func(ctx context.Context, i int) error) func() error {
 		return func() error {
 			var failed error
 			err := m.Batch(withHint(ctx, keys, sessions), func(ctx context.Context) {
 				failed = nil
-				for i := range keys {
+				for i := range sessions {
 					if err := op(ctx, i); err != nil && failed == nil {
 						failed = err
 					}
@@ -105,11 +105,18 @@ func TestRoundTrips(t *testing.T) {
 			return errors.Join(err, failed)
 		}
 	}
-	acquireMany := batch(func(ctx context.Context, i int) error {
+	acquireMany := batch(keys, func(ctx context.Context, i int) error {
 		_, err := m.Acquire(ctx, holdfast.AcquireRequest{Keys: keys[i : i+1], Owner: holdfast.Owner{Session: sessions[i]}})
 		return err
 	})
-	releaseMany := batch(func(ctx context.Context, i int) error {
+	heartbeatMany := batch(nil, func(ctx context.Context, i int) error {
+		res, err := m.Heartbeat(ctx, holdfast.HeartbeatRequest{Session: sessions[i]})
+		if err == nil && res.Session.Locks != 1 {
+			err = fmt.Errorf("heartbeat %s: %+v, want one lock", sessions[i], res)
+		}
+		return err
+	})
+	releaseMany := batch(keys, func(ctx context.Context, i int) error {
 		res, err := m.Release(ctx, holdfast.ReleaseRequest{Session: sessions[i], Keys: keys[i : i+1]})
 		if err == nil && len(res.Released) != 1 {
 			err = fmt.Errorf("release %s: %+v, want it released", keys[i], res)
@@ -118,7 +125,7 @@ func TestRoundTrips(t *testing.T) {
 	})
 
 	// One round first, so every statement is prepared on the connection.
-	for _, op := range []func() error{acquire, heartbeat, release, acquireMany, releaseMany} {
+	for _, op := range []func() error{acquire, heartbeat, release, acquireMany, heartbeatMany, releaseMany} {
 		if err := op(); err != nil {
 			t.Fatal(err)
 		}
@@ -130,9 +137,10 @@ func TestRoundTrips(t *testing.T) {
 		relaxed bool // commits without waiting for the disk
 	}{
 		{"acquire", acquire, 4, false},
-		{"heartbeat", heartbeat, 6, true},
+		{"heartbeat", heartbeat, 5, true},
 		{"release", release, 4, false},
 		{"32 acquires in a batch", acquireMany, 2, false},
+		{"32 heartbeats in a batch", heartbeatMany, 2, true},
 		{"32 releases in a batch", releaseMany, 2, false},
 	} {
 		counter.relaxed.Store(false)

@@ -1,9 +1,11 @@
 package pgstore
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -59,6 +61,11 @@ type tx struct {
 	// transaction holds their session lock, with its own writes applied.
 	// A nil value means "known to be absent".
 	sessions map[string]*store.Session
+	// lost are the lost records of sessions, read by Prepare under their
+	// session locks, with this transaction's own writes applied. Others
+	// write a session's records under its lock, except the sweep's
+	// deletion of old ones, which a read at any moment may miss as well.
+	lost map[string][]store.Lost
 
 	aggs         map[string]*string // member → root; nil: known to have none
 	noAggregates bool               // the table was empty when the transaction began
@@ -382,32 +389,34 @@ func (t *tx) Related(key string, fn func(store.Lock) bool) error {
 	return t.err
 }
 
-// SessionLocks reads the session's locks under its session lock, which
-// keeps new ones from appearing, then takes the locks of their keys and
-// reads again, so that what it returns stays true until commit.
+// SessionLocks reads the session's locks under its session lock. Every
+// write of a lock row holds the lock of the row's session (see PutLock and
+// DeleteLock), so what it returns stays true until commit.
 func (t *tx) SessionLocks(session string) ([]store.Lock, error) {
-	t.lockSession(session)
-	for {
-		var found []store.Lock
-		err := t.exchange(func(b *pgx.Batch) {
-			b.Queue(t.s.q.sessionLocks, session).Query(func(rows pgx.Rows) error {
-				var err error
-				found, err = scanLocks(rows)
-				return err
-			})
-		})
-		if err != nil || !t.write {
-			return found, err
+	if t.fullSessions[session] {
+		var out []store.Lock
+		for ref, l := range t.rows {
+			if ref.session == session && l != nil {
+				out = append(out, *l)
+			}
 		}
-		for _, l := range found {
-			t.lockKey(l.Key)
-		}
-		if len(t.locks.pending) == 0 {
-			t.remember(found...)
-			t.fullSessions[session] = true
-			return found, nil
-		}
+		slices.SortFunc(out, func(a, b store.Lock) int { return strings.Compare(a.Key, b.Key) })
+		return out, t.err
 	}
+	t.lockSession(session)
+	var found []store.Lock
+	err := t.exchange(func(b *pgx.Batch) {
+		b.Queue(t.s.q.sessionLocks, session).Query(func(rows pgx.Rows) (err error) {
+			found, err = scanLocks(rows)
+			return err
+		})
+	})
+	if err != nil || !t.write {
+		return found, err
+	}
+	t.remember(found...)
+	t.fullSessions[session] = true
+	return found, nil
 }
 
 // ExpiredLocks finds candidates, then locks their keys and reads them
@@ -689,6 +698,9 @@ func (t *tx) Aggregates(root string) ([]store.Aggregate, error) {
 }
 
 func (t *tx) Lost(session string) ([]store.Lost, error) {
+	if cached, ok := t.lost[session]; ok {
+		return slices.Clone(cached), t.err
+	}
 	return t.lostWhere(t.s.q.lost, session)
 }
 
@@ -898,13 +910,38 @@ func (t *tx) DeleteAggregate(member string) error {
 func (t *tx) PutLost(l store.Lost) error {
 	t.writes.putLost(l, false)
 	t.durable = true
+	if cached, ok := t.lost[l.Lock.Session]; ok {
+		cached = slices.DeleteFunc(cached, func(o store.Lost) bool {
+			return o.Lock.Key == l.Lock.Key && (o.Lock.Token == l.Lock.Token || o.Lock.Token < l.Lock.Token && o.Reported)
+		})
+		t.lost[l.Lock.Session] = sortLost(append(cached, normalLost(l)))
+	}
 	return t.err
 }
 
 func (t *tx) DeleteLost(session, key string, token uint64) error {
 	t.writes.putLost(store.Lost{Lock: store.Lock{Key: key, Session: session, Token: token}}, true)
 	t.durable = true
+	if cached, ok := t.lost[session]; ok {
+		t.lost[session] = slices.DeleteFunc(cached, func(o store.Lost) bool { return o.Lock.Key == key && o.Lock.Token == token })
+	}
 	return t.err
+}
+
+// normalLost is l as the database keeps it: times in microseconds, UTC.
+func normalLost(l store.Lost) store.Lost {
+	k := &l.Lock
+	k.AcquiredAt, k.ExpiresAt = k.AcquiredAt.Truncate(time.Microsecond).UTC(), k.ExpiresAt.Truncate(time.Microsecond).UTC()
+	l.At = l.At.Truncate(time.Microsecond).UTC()
+	return l
+}
+
+// sortLost orders lost records as Lost lists them.
+func sortLost(ls []store.Lost) []store.Lost {
+	slices.SortFunc(ls, func(a, b store.Lost) int {
+		return cmp.Or(a.At.Compare(b.At), strings.Compare(a.Lock.Key, b.Lock.Key), cmp.Compare(a.Lock.Token, b.Lock.Token))
+	})
+	return ls
 }
 
 func (t *tx) AppendAudit(e store.AuditEntry) (uint64, error) {

@@ -32,7 +32,9 @@ type Config struct {
 	// sweep (tests call Sweep).
 	SweepInterval time.Duration
 	// LostRetention is how long lost locks and ended sessions are
-	// remembered for late heartbeats; default and minimum 24 hours.
+	// remembered for late heartbeats, and how long a session without an
+	// idle timeout that holds no lock is kept unseen before the sweep
+	// forgets it; default and minimum 24 hours.
 	LostRetention time.Duration
 	// AuditRetention is how long audit entries are kept; default 30 days.
 	AuditRetention time.Duration

@@ -1,7 +1,6 @@
 package pgstore
 
 import (
-	"cmp"
 	"slices"
 	"strings"
 
@@ -218,7 +217,7 @@ const maxAggregateDepth = 32
 // would return for key: those on key and its ancestors, and those below
 // key.
 func (t *tx) relatedKnown(key string) bool {
-	if t.rows == nil || !t.fullTrees[key] && !t.treeAbove(key) {
+	if !t.fullTrees[key] && !t.treeAbove(key) {
 		return false
 	}
 	for k := key; ; {
@@ -241,24 +240,4 @@ func (t *tx) treeAbove(key string) bool {
 		}
 	}
 	return false
-}
-
-// cachedRelated answers Related from the rows cache, ordered by key and
-// session as the database answers it.
-func (t *tx) cachedRelated(key string) []store.Lock {
-	var out []store.Lock
-	for ref, l := range t.rows {
-		if l != nil && (ref.key == key || isBelow(key, ref.key) || isBelow(ref.key, key)) {
-			out = append(out, *l)
-		}
-	}
-	slices.SortFunc(out, func(a, b store.Lock) int {
-		return cmp.Or(cmp.Compare(a.Key, b.Key), cmp.Compare(a.Session, b.Session))
-	})
-	return out
-}
-
-// isBelow reports whether key is a descendant of ancestor.
-func isBelow(ancestor, key string) bool {
-	return len(key) > len(ancestor) && key[len(ancestor)] == '/' && strings.HasPrefix(key, ancestor)
 }

@@ -50,9 +50,9 @@ type tx struct {
 	err error
 
 	// Lock rows read while this transaction holds an advisory lock on
-	// their key, and so unchanged by others until it ends; with its own
-	// writes applied. A nil value means "known to be absent".
-	rows         map[lockRef]*store.Lock
+	// their key or session, and so unchanged by others until it ends;
+	// with its own writes applied.
+	rows         lockRows
 	fullKeys     map[string]bool // every row on this exact key is in rows
 	fullTrees    map[string]bool // every row below this key is in rows
 	fullSessions map[string]bool // every row of this session is in rows
@@ -276,20 +276,19 @@ func (t *tx) remember(ls ...store.Lock) {
 	if !t.write {
 		return
 	}
-	if t.rows == nil {
-		t.rows = make(map[lockRef]*store.Lock)
+	if t.fullKeys == nil {
 		t.fullKeys = make(map[string]bool)
 		t.fullTrees = make(map[string]bool)
 		t.fullSessions = make(map[string]bool)
 	}
 	for _, l := range ls {
-		t.rows[lockRef{l.Key, l.Session}] = &l
+		t.rows.put(l.Key, l.Session, &l)
 	}
 }
 
 // cached answers Lock from what this transaction already knows.
 func (t *tx) cached(key, session string) (l *store.Lock, known bool) {
-	if l, ok := t.rows[lockRef{key, session}]; ok {
+	if l, ok := t.rows.get(key, session); ok {
 		return l, true
 	}
 	if t.fullKeys[key] || t.fullSessions[session] {
@@ -343,7 +342,7 @@ func (t *tx) Lock(key, session string) (store.Lock, bool, error) {
 		t.remember(l)
 	} else if t.write {
 		t.remember()
-		t.rows[lockRef{key, session}] = nil
+		t.rows.put(key, session, nil)
 	}
 	return l, found, nil
 }
@@ -351,7 +350,7 @@ func (t *tx) Lock(key, session string) (store.Lock, bool, error) {
 func (t *tx) Related(key string, fn func(store.Lock) bool) error {
 	t.lockKey(key)
 	if t.relatedKnown(key) {
-		for _, l := range t.cachedRelated(key) {
+		for _, l := range t.rows.related(key) {
 			if !fn(l) {
 				break
 			}
@@ -394,14 +393,7 @@ func (t *tx) Related(key string, fn func(store.Lock) bool) error {
 // DeleteLock), so what it returns stays true until commit.
 func (t *tx) SessionLocks(session string) ([]store.Lock, error) {
 	if t.fullSessions[session] {
-		var out []store.Lock
-		for ref, l := range t.rows {
-			if ref.session == session && l != nil {
-				out = append(out, *l)
-			}
-		}
-		slices.SortFunc(out, func(a, b store.Lock) int { return strings.Compare(a.Key, b.Key) })
-		return out, t.err
+		return t.rows.ofSession(session), t.err
 	}
 	t.lockSession(session)
 	var found []store.Lock
@@ -833,7 +825,7 @@ func (t *tx) DeleteLock(key, session string) error {
 	t.writes.putLock(nil, key, session)
 	t.durable = true
 	t.remember()
-	t.rows[lockRef{key, session}] = nil
+	t.rows.put(key, session, nil)
 	return t.err
 }
 

@@ -10,7 +10,9 @@
 // default, an in-memory one for tests. The same [Service] interface is
 // implemented by the HTTP client (package client), so an application
 // switches between an embedded lock manager and a shared holdfast server by
-// changing one constructor.
+// changing one constructor. Operations that arrive together share one store
+// transaction, and so one durable commit; each answers exactly as it would
+// alone.
 //
 // # Locks
 //

@@ -188,7 +188,7 @@ func (e *Engine) Restore(c Change) {
 		if c.Delete {
 			e.deleteLock(c.Lock.Key, c.Lock.Session)
 		} else {
-			e.putLock(recOf(c.Lock))
+			e.putLock(e.recOf(c.Lock))
 		}
 	case KindSession:
 		if c.Delete {
@@ -250,7 +250,7 @@ func (e *Engine) Size() (locks, sessions, audit int) {
 func (e *Engine) getLock(key, session string) *lockRec {
 	var found *lockRec
 	e.locks.AscendGreaterOrEqual(keyItem{key: key}, func(it keyItem) bool {
-		if it.key == key && it.rec.sessionID() == session {
+		if it.key == key && it.rec.session == session {
 			found = it.rec
 		}
 		return it.key == key && found == nil

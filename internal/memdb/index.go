@@ -3,7 +3,6 @@ package memdb
 import (
 	"strings"
 	"time"
-	"unique"
 
 	"github.com/holdfast/holdfast/store"
 )
@@ -31,22 +30,21 @@ func lessKey(x, y keyItem) bool {
 	case x.rec == nil:
 		return true
 	}
-	return x.rec.session != y.rec.session && x.rec.sessionID() < y.rec.sessionID()
+	return x.rec.session < y.rec.session
 }
 
 // lessBySession orders locks by (session, key) in the session index, which
-// holds bare records to stay small. Interned sessions compare by handle
-// first: most comparisons in a walk are within one session.
+// holds bare records to stay small.
 func lessBySession(x, y *lockRec) bool {
 	if x.session != y.session {
-		return x.sessionID() < y.sessionID()
+		return x.session < y.session
 	}
 	return x.key < y.key
 }
 
 // sessionPivot sorts before every lock of session on a key at or after key.
 func sessionPivot(session, key string) *lockRec {
-	return &lockRec{session: unique.Make(session), key: key}
+	return &lockRec{session: session, key: key}
 }
 
 // expiryItem orders locks by (ExpiresAt, key, session). It is two words,

@@ -3,7 +3,6 @@ package memdb
 import (
 	"strings"
 	"sync"
-	"unique"
 
 	"github.com/holdfast/holdfast/store"
 )
@@ -17,10 +16,9 @@ type Loader struct {
 	batch []*lockRec
 	feeds [3]chan []*lockRec
 	done  sync.WaitGroup
-	// The last session and grant seen: neighbours on disk usually share
-	// them, which saves interning them again.
-	session unique.Handle[string]
-	grant   unique.Handle[grant]
+	// kept holds one copy of each session, user and name seen, for the
+	// locks that share them; dropped once loaded.
+	kept map[string]string
 }
 
 // loadBatch is how many locks are handed to the index builders at once.
@@ -28,7 +26,7 @@ const loadBatch = 4096
 
 // Load starts a Loader; its Close must be called before the engine is used.
 func (e *Engine) Load() *Loader {
-	ld := &Loader{batch: make([]*lockRec, 0, loadBatch)}
+	ld := &Loader{batch: make([]*lockRec, 0, loadBatch), kept: make(map[string]string)}
 	builders := [len(ld.feeds)]func(*lockRec){
 		func(r *lockRec) { e.locks.ReplaceOrInsert(keyItem{key: r.key, rec: r}) },
 		func(r *lockRec) { e.locksBySess.ReplaceOrInsert(r) },
@@ -51,18 +49,23 @@ func (e *Engine) Load() *Loader {
 // Lock restores one lock, at most once per (key, session). Its strings
 // need to stay valid only during the call: the Loader copies what it keeps.
 func (ld *Loader) Lock(l *store.Lock) {
-	if ld.session == (unique.Handle[string]{}) || ld.session.Value() != l.Session {
-		ld.session = unique.Make(l.Session)
-	}
-	if g := grantOf(l); ld.grant == (unique.Handle[grant]{}) || ld.grant.Value() != g {
-		ld.grant = unique.Make(g)
-	}
 	kept := *l
 	kept.Key, kept.Note = strings.Clone(l.Key), strings.Clone(l.Note)
-	ld.batch = append(ld.batch, newLockRec(&kept, ld.session, ld.grant))
+	kept.Session, kept.User, kept.Name = ld.keep(l.Session), ld.keep(l.User), ld.keep(l.Name)
+	ld.batch = append(ld.batch, newLockRec(&kept))
 	if len(ld.batch) == loadBatch {
 		ld.flush()
 	}
+}
+
+// keep returns a copy of s shared by every lock loaded with it.
+func (ld *Loader) keep(s string) string {
+	if k, ok := ld.kept[s]; ok {
+		return k
+	}
+	k := strings.Clone(s)
+	ld.kept[k] = k
+	return k
 }
 
 func (ld *Loader) flush() {
@@ -81,4 +84,5 @@ func (ld *Loader) Close() {
 		close(feed)
 	}
 	ld.done.Wait()
+	ld.kept = nil
 }

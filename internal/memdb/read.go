@@ -96,13 +96,13 @@ func (r reader) Locks(q store.LockQuery) ([]store.Lock, error) {
 		if !hasCursor {
 			return true
 		}
-		return l.key > q.AfterKey || (l.key == q.AfterKey && l.sessionID() > q.AfterSession)
+		return l.key > q.AfterKey || (l.key == q.AfterKey && l.session > q.AfterSession)
 	}
 	visit := func(l *lockRec) bool {
 		if !strings.HasPrefix(l.key, q.Prefix) {
 			return l.key < q.Prefix // before the prefix range: keep going
 		}
-		if !afterCursor(l) || (q.User != "" && l.grant.Value().user != q.User) || (q.Session != "" && l.sessionID() != q.Session) {
+		if !afterCursor(l) || (q.User != "" && l.user != q.User) || (q.Session != "" && l.session != q.Session) {
 			return true
 		}
 		out = append(out, l.lock())

@@ -4,66 +4,81 @@ import (
 	"cmp"
 	"math"
 	"time"
-	"unique"
 
 	"github.com/holdfast/holdfast/store"
 )
 
 // lockRec is how the engine keeps a lock: a million of them must fit in a
-// few hundred MiB, so it is 80 bytes instead of store.Lock's 144. The
-// session and the grant (user, name, mode) are interned, as a session
-// typically holds many locks and one request grants many keys alike; times
-// are Unix seconds and nanoseconds. A store.Lock is built on every read.
+// few hundred MiB, so it is 112 bytes instead of store.Lock's 144, times
+// as Unix seconds and nanoseconds instead of two time.Time. Its session,
+// user and name share their bytes with the session's record when they are
+// equal (see canonical), so the locks a session takes over many requests
+// do not each keep a copy. A store.Lock is built on every read.
 //
 // Records are immutable once stored: a write stores a new record, so one
 // kept in the undo log or in an index never changes under its holder.
 type lockRec struct {
-	key        string
-	note       string
-	session    unique.Handle[string]
-	grant      unique.Handle[grant]
-	token      uint64
-	acquiredS  int64
-	expiresS   int64
-	acquiredNS int32
-	expiresNS  int32
+	key, session, user, name, note string
+	token                          uint64
+	acquiredS, expiresS            int64
+	expiresNS                      int32
+	// acquired holds AcquiredAt's nanoseconds and, in its top bit,
+	// Shared: a bool of its own would make the record 128 bytes.
+	acquired uint32
 }
 
-// grant is what the locks of one acquire share besides their session.
-type grant struct {
-	user, name string
-	shared     bool
-}
+const sharedBit = 1 << 31
 
-// newLockRec makes a record of l with its session and grant interned. It
-// keeps l's key and note.
-func newLockRec(l *store.Lock, session unique.Handle[string], g unique.Handle[grant]) *lockRec {
-	r := &lockRec{key: l.Key, note: l.Note, session: session, grant: g, token: l.Token}
-	r.acquiredS, r.acquiredNS = unixOf(l.AcquiredAt)
+// newLockRec makes a record of l; it keeps l's strings.
+func newLockRec(l *store.Lock) *lockRec {
+	r := &lockRec{key: l.Key, session: l.Session, user: l.User, name: l.Name, note: l.Note, token: l.Token}
+	var acquiredNS int32
+	r.acquiredS, acquiredNS = unixOf(l.AcquiredAt)
+	r.acquired = uint32(acquiredNS)
+	if l.Shared {
+		r.acquired |= sharedBit
+	}
 	r.expiresS, r.expiresNS = unixOf(l.ExpiresAt)
 	return r
 }
 
-// recOf makes a record of l.
-func recOf(l *store.Lock) *lockRec {
-	return newLockRec(l, unique.Make(l.Session), unique.Make(grantOf(l)))
+func (r *lockRec) shared() bool { return r.acquired&sharedBit != 0 }
+
+// recOf makes a record of l whose strings share their bytes with the
+// session's record where they are equal.
+func (e *Engine) recOf(l *store.Lock) *lockRec {
+	r := newLockRec(l)
+	if s := e.sessions[l.Session]; s != nil {
+		r.session = canonical(s, r.session)
+		r.user = canonical(s, r.user)
+		r.name = canonical(s, r.name)
+	}
+	return r
 }
 
-func grantOf(l *store.Lock) grant { return grant{user: l.User, name: l.Name, shared: l.Shared} }
-
-func (r *lockRec) sessionID() string { return r.session.Value() }
+// canonical returns the string of the session's record equal to v, or v.
+func canonical(s *store.Session, v string) string {
+	switch v {
+	case s.ID:
+		return s.ID
+	case s.User:
+		return s.User
+	case s.Name:
+		return s.Name
+	}
+	return v
+}
 
 // lock returns the record as a store.Lock; its times are in UTC.
 func (r *lockRec) lock() store.Lock {
-	g := r.grant.Value()
 	return store.Lock{
 		Key:        r.key,
-		Session:    r.session.Value(),
-		User:       g.user,
-		Name:       g.name,
-		Shared:     g.shared,
+		Session:    r.session,
+		User:       r.user,
+		Name:       r.name,
+		Shared:     r.shared(),
 		Token:      r.token,
-		AcquiredAt: timeOf(r.acquiredS, r.acquiredNS),
+		AcquiredAt: timeOf(r.acquiredS, int32(r.acquired&^sharedBit)),
 		ExpiresAt:  timeOf(r.expiresS, r.expiresNS),
 		Note:       r.note,
 	}

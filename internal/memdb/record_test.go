@@ -4,6 +4,7 @@ import (
 	"reflect"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/holdfast/holdfast/store"
 )
@@ -21,7 +22,7 @@ func TestLockRecordKeepsEveryField(t *testing.T) {
 		{Key: "far", Session: "s", ExpiresAt: time.Date(9999, 12, 31, 23, 59, 59, 999999999, time.UTC)},
 		{Key: "early", Session: "s", AcquiredAt: time.Date(1, 1, 1, 0, 0, 0, 1, time.UTC)},
 	} {
-		got := recOf(&l).lock()
+		got := newLockRec(&l).lock()
 		want := l
 		want.AcquiredAt, want.ExpiresAt = l.AcquiredAt.UTC(), l.ExpiresAt.UTC()
 		if !reflect.DeepEqual(got, want) {
@@ -58,5 +59,40 @@ func TestExpiryOrderBeyondNanoseconds(t *testing.T) {
 		if g := keysOf(got); !reflect.DeepEqual(g, c.want) {
 			t.Errorf("ExpiredLocks(%v) = %v, want %v", c.now, g, c.want)
 		}
+	}
+}
+
+// TestLockRecordSize keeps the record in its size class: a field more
+// costs every held lock 16 bytes.
+func TestLockRecordSize(t *testing.T) {
+	t.Parallel()
+	if n := unsafe.Sizeof(lockRec{}); n != 112 {
+		t.Fatalf("lockRec is %d bytes, want 112", n)
+	}
+}
+
+// TestLocksShareTheSessionsStrings checks that a lock keeps the bytes of
+// its session's record, not the caller's copies, for equal strings.
+func TestLocksShareTheSessionsStrings(t *testing.T) {
+	t.Parallel()
+	e := New(fixedClock, Options{})
+	mustUpdate(t, e, func(tx store.Tx) error {
+		return tx.PutSession(store.Session{ID: "s-81", User: "u-7", Name: "Bob Smith", LastSeen: t0})
+	})
+	copyOf := func(s string) string { return string([]byte(s)) }
+	putLocks(t, e, store.Lock{Key: "order/1", Session: copyOf("s-81"), User: copyOf("u-7"), Name: copyOf("Bob Smith")},
+		store.Lock{Key: "order/2", Session: copyOf("s-81"), User: "u-other", Name: copyOf("Bob Smith")})
+	sess := e.sessions["s-81"]
+	for _, key := range []string{"order/1", "order/2"} {
+		r := e.getLock(key, "s-81")
+		if unsafe.StringData(r.session) != unsafe.StringData(sess.ID) || unsafe.StringData(r.name) != unsafe.StringData(sess.Name) {
+			t.Errorf("%s keeps its own session or name bytes", key)
+		}
+	}
+	if r := e.getLock("order/1", "s-81"); unsafe.StringData(r.user) != unsafe.StringData(sess.User) {
+		t.Errorf("order/1 keeps its own user bytes")
+	}
+	if r := e.getLock("order/2", "s-81"); r.user != "u-other" {
+		t.Errorf("order/2's user = %q, want u-other", r.user)
 	}
 }

@@ -263,7 +263,7 @@ func (t *tx) NextToken() (uint64, error) {
 }
 
 func (t *tx) PutLock(l store.Lock) error {
-	prev := t.e.putLock(recOf(&l))
+	prev := t.e.putLock(t.e.recOf(&l))
 	t.undo = append(t.undo, undo{kind: KindLock, a: l.Key, b: l.Session, prev: anyOrNil(prev)})
 	return nil
 }

@@ -57,10 +57,10 @@ type Store struct {
 	filling *group
 	// strict is the latest group holding a change that is not lazy: what
 	// every read so far has seen is durable once it is.
-	strict  *group
-	encoder changeWriter // used under mu
-	// counterEncoder writes counters; only the committer uses it.
-	counterEncoder changeWriter
+	strict *group
+	// spare is the memory of the records of the last group appended, for
+	// the next group to fill.
+	spare records
 	// syncing carries appended groups, in log order, to the goroutine
 	// that waits for their fsync.
 	syncing chan *group
@@ -83,7 +83,10 @@ type Store struct {
 
 // group is a set of commits written in one Pebble batch with one fsync.
 type group struct {
-	batch *pebble.Batch
+	// records are what the commits wrote; the committer makes batch of
+	// them when it appends the group.
+	records records
+	batch   *pebble.Batch
 	// counters hold the last value of each counter committed in the
 	// group; they are written once, when the group is appended.
 	counters [memdb.NumCounters]uint64
@@ -233,8 +236,11 @@ func (s *Store) restore(key, value []byte) error {
 	return nil
 }
 
+// newGroup returns an empty group; the caller holds mu.
 func (s *Store) newGroup() *group {
-	return &group{batch: s.db.NewBatch(), durable: make(chan struct{})}
+	g := &group{records: s.spare, durable: make(chan struct{})}
+	s.spare = records{}
+	return g
 }
 
 // maxUnsynced bounds how many appended groups may wait for an fsync at
@@ -310,8 +316,8 @@ func (s *Store) enqueue(changes []memdb.Change) *group {
 			g.counters[c.Counter] = c.Value
 			continue
 		}
-		if err := s.encoder.write(g.batch, c); err != nil {
-			// The batch is in memory; this cannot fail short of a bug.
+		if err := g.records.add(c); err != nil {
+			// The records are in memory; this cannot fail short of a bug.
 			s.failLocked(fmt.Errorf("encode change: %w", err))
 			return g
 		}
@@ -367,10 +373,16 @@ func (s *Store) appendFilling() bool {
 	s.filling = s.newGroup()
 	s.mu.Unlock()
 
-	err := g.writeCounters(&s.counterEncoder)
+	g.batch = s.db.NewBatch()
+	err := g.writeBatch()
 	if err == nil {
 		err = s.append(g.batch)
 	}
+	s.mu.Lock()
+	g.records.reset()
+	s.spare = g.records
+	g.records = records{}
+	s.mu.Unlock()
 	if err != nil {
 		s.mu.Lock()
 		s.failLocked(err)
@@ -401,21 +413,22 @@ func (s *Store) syncLoop() {
 }
 
 func (g *group) empty() bool {
-	return g.batch.Empty() && g.counters == [memdb.NumCounters]uint64{}
+	return g.records.empty() && g.counters == [memdb.NumCounters]uint64{}
 }
 
-// writeCounters puts the group's last value of each counter into its
-// batch. Only the committer calls it, after the group stopped filling.
-func (g *group) writeCounters(w *changeWriter) error {
+// writeBatch puts the group's records and the last value of each counter
+// into its batch. Only the committer calls it, after the group stopped
+// filling.
+func (g *group) writeBatch() error {
 	for c, v := range g.counters {
 		if v == 0 {
 			continue
 		}
-		if err := w.write(g.batch, memdb.Change{Kind: memdb.KindCounter, Counter: memdb.Counter(c), Value: v}); err != nil {
+		if err := g.records.add(memdb.Change{Kind: memdb.KindCounter, Counter: memdb.Counter(c), Value: v}); err != nil {
 			return err
 		}
 	}
-	return nil
+	return g.records.writeTo(g.batch)
 }
 
 // failLocked makes the store fail closed from now on.
@@ -433,7 +446,9 @@ func (s *Store) finishLocked(g *group) {
 	if g.err == nil {
 		g.err = errClosed
 	}
-	g.batch.Close()
+	if g.batch != nil {
+		g.batch.Close()
+	}
 	close(g.durable)
 }
 

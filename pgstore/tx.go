@@ -811,7 +811,8 @@ func (t *tx) PutLock(l store.Lock) error {
 	t.lockSession(l.Session)
 	t.writes.putLock(&l, l.Key, l.Session)
 	t.durable = true
-	t.remember(l)
+	t.remember()
+	t.rows.put(l.Key, l.Session, &l) // shared: neither changes it in place
 	return t.err
 }
 
@@ -844,8 +845,7 @@ func (t *tx) TouchSession(s store.Session) error {
 
 func (t *tx) PutSession(s store.Session) error {
 	t.lockSession(s.ID)
-	s = t.rememberSession(s, s.ID, true)
-	t.writes.putSession(s.ID, &s)
+	t.writes.putSession(s.ID, t.rememberSession(s, s.ID, true))
 	t.durable = true
 	return t.err
 }
@@ -859,21 +859,22 @@ func (t *tx) DeleteSession(id string) error {
 }
 
 // rememberSession caches a session record read or written under its
-// session lock, as the database keeps it, and returns that.
-func (t *tx) rememberSession(s store.Session, id string, exists bool) store.Session {
+// session lock, as the database keeps it (nil if it does not exist), and
+// returns that. Nothing changes a cached record in place.
+func (t *tx) rememberSession(s store.Session, id string, exists bool) *store.Session {
 	if t.sessions == nil {
 		t.sessions = make(map[string]*store.Session)
 	}
 	if !exists {
 		t.sessions[id] = nil
-		return s
+		return nil
 	}
 	s.LastSeen = s.LastSeen.Truncate(time.Microsecond).UTC()
 	if s.Ended() {
 		s.EndedAt = s.EndedAt.Truncate(time.Microsecond).UTC()
 	}
 	t.sessions[id] = &s
-	return s
+	return &s
 }
 
 func (t *tx) PutAggregate(a store.Aggregate) error {

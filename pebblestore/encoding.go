@@ -279,16 +279,18 @@ func decodeAggregate(b []byte) (*store.Aggregate, error) {
 	return a, d.done()
 }
 
-func decodeLost(b []byte) (*store.Lost, error) {
-	d := newDecoder(b)
-	l := new(store.Lost)
+// decodeLostBorrowed decodes a lost record into l in place, like
+// decodeLockBorrowed.
+func decodeLostBorrowed(b []byte, l *store.Lost) error {
+	d := decoder{s: unsafe.String(unsafe.SliceData(b), len(b))}
+	d.version()
 	d.lockFields(&l.Lock)
 	l.Reason = d.string()
 	l.Actor = d.string()
 	l.ForceReason = d.string()
 	l.At = d.time()
 	l.Reported = d.bool()
-	return l, d.done()
+	return d.done()
 }
 
 func decodeAudit(b []byte) (*store.AuditEntry, error) {

@@ -176,8 +176,8 @@ func (s *Store) load() error {
 }
 
 // loadRecords reads every record after the audit range, which sorts
-// first. Locks, nearly all of them, are decoded in place and handed to a
-// memdb.Loader, which copies what it keeps.
+// first. Locks and lost records, nearly all of them, are decoded in place
+// and handed to a memdb.Loader, which copies what it keeps.
 func (s *Store) loadRecords() error {
 	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: auditEnd})
 	if err != nil {
@@ -189,15 +189,22 @@ func (s *Store) loadRecords() error {
 	defer debug.SetGCPercent(debug.SetGCPercent(-1))
 	ld := s.mem.Load()
 	defer ld.Close()
-	var l store.Lock
+	var (
+		l    store.Lock
+		lost store.Lost
+	)
 	for it.First(); it.Valid(); it.Next() {
 		key, value := it.Key(), it.Value()
-		if key[0] == prefixLock {
-			err = decodeLockBorrowed(value, &l)
-			if err == nil {
+		switch key[0] {
+		case prefixLock:
+			if err = decodeLockBorrowed(value, &l); err == nil {
 				ld.Lock(&l)
 			}
-		} else {
+		case prefixLost:
+			if err = decodeLostBorrowed(value, &lost); err == nil {
+				ld.Lost(&lost)
+			}
+		default:
 			err = s.restore(key, value)
 		}
 		if err != nil {
@@ -219,9 +226,6 @@ func (s *Store) restore(key, value []byte) error {
 	case prefixAggregate:
 		c.Kind = memdb.KindAggregate
 		c.Aggregate, err = decodeAggregate(value)
-	case prefixLost:
-		c.Kind = memdb.KindLost
-		c.Lost, err = decodeLost(value)
 	case prefixCounter:
 		if len(key) != 2 || len(value) != 8 {
 			return errCorrupt

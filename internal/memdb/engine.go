@@ -204,9 +204,9 @@ func (e *Engine) Restore(c Change) {
 		}
 	case KindLost:
 		if c.Delete {
-			e.deleteLost(lostItemOf(c.Lost))
+			e.deleteLost(lostItem{session: c.Lost.Lock.Session, key: c.Lost.Lock.Key, token: c.Lost.Lock.Token})
 		} else {
-			e.putLost(c.Lost)
+			e.putLost(e.lostRecOf(c.Lost))
 		}
 	case KindAudit:
 		if !e.auditInMemory {
@@ -338,29 +338,29 @@ func (e *Engine) deleteAggregate(member string) (oldRoot string, had bool) {
 	return oldRoot, true
 }
 
-func (e *Engine) getLost(id lostItem) *store.Lost {
+func (e *Engine) getLost(id lostItem) *lostRec {
 	it, ok := e.lost.Get(id)
 	if !ok {
 		return nil
 	}
-	return it.lost
+	return it.rec
 }
 
-func (e *Engine) putLost(l *store.Lost) *store.Lost {
-	id := lostItemOf(l)
+func (e *Engine) putLost(r *lostRec) *lostRec {
+	id := lostItemOf(r)
 	old := e.deleteLost(id)
 	e.lost.ReplaceOrInsert(id)
-	e.lostByAt.ReplaceOrInsert(lostAtItem{at: l.At, id: id})
+	e.lostByAt.ReplaceOrInsert(lostAtOf(r))
 	return old
 }
 
-func (e *Engine) deleteLost(id lostItem) *store.Lost {
+func (e *Engine) deleteLost(id lostItem) *lostRec {
 	old, had := e.lost.Delete(id)
 	if !had {
 		return nil
 	}
-	e.lostByAt.Delete(lostAtItem{at: old.lost.At, id: old})
-	return old.lost
+	e.lostByAt.Delete(lostAtOf(old.rec))
+	return old.rec
 }
 
 func (e *Engine) getAudit(id uint64) *store.AuditEntry {

@@ -40,6 +40,10 @@ func detach(changes []Change) []Change {
 			a := *c.Audit
 			out[i].Audit = &a
 		}
+		if c.Lost != nil {
+			l := *c.Lost
+			out[i].Lost = &l
+		}
 	}
 	return out
 }
@@ -545,7 +549,11 @@ func TestRestoreRebuildsState(t *testing.T) {
 	for m, r := range src.aggRoot {
 		dump = append(dump, Change{Kind: KindAggregate, Aggregate: &store.Aggregate{Member: m, Root: r}})
 	}
-	src.lost.Ascend(func(it lostItem) bool { dump = append(dump, Change{Kind: KindLost, Lost: it.lost}); return true })
+	src.lost.Ascend(func(it lostItem) bool {
+		l := it.rec.lost()
+		dump = append(dump, Change{Kind: KindLost, Lost: &l})
+		return true
+	})
 	src.audit.Ascend(func(it auditItem) bool { dump = append(dump, Change{Kind: KindAudit, Audit: it.entry}); return true })
 	tok, aud := src.Counters()
 	dump = append(dump, Change{Kind: KindCounter, Counter: CounterToken, Value: tok}, Change{Kind: KindCounter, Counter: CounterAudit, Value: aud})

@@ -1,6 +1,7 @@
 package memdb
 
 import (
+	"cmp"
 	"strings"
 	"time"
 
@@ -112,7 +113,7 @@ func lessAgg(x, y aggItem) bool {
 type lostItem struct {
 	session, key string
 	token        uint64
-	lost         *store.Lost
+	rec          *lostRec
 }
 
 func lessLost(x, y lostItem) bool {
@@ -125,21 +126,39 @@ func lessLost(x, y lostItem) bool {
 	return x.token < y.token
 }
 
-func lostItemOf(l *store.Lost) lostItem {
-	return lostItem{session: l.Lock.Session, key: l.Lock.Key, token: l.Lock.Token, lost: l}
+func lostItemOf(r *lostRec) lostItem {
+	return lostItem{session: r.lock.session, key: r.lock.key, token: r.lock.token, rec: r}
 }
 
-// lostAtItem orders lost records by when they were lost.
+// lostAtItem orders lost records by when they were lost, then like
+// lostItem; two words, like expiryItem.
 type lostAtItem struct {
-	at time.Time
-	id lostItem
+	at  int64 // clamped Unix nanoseconds
+	rec *lostRec
+}
+
+func lostAtOf(r *lostRec) lostAtItem { return lostAtItem{at: clampedNanos(r.atS, r.atNS), rec: r} }
+
+// before reports whether the record was lost before t.
+func (it lostAtItem) before(t time.Time) bool {
+	sec, nsec := unixOf(t)
+	if at := clampedNanos(sec, nsec); it.at != at {
+		return it.at < at
+	}
+	return it.rec.atS < sec || (it.rec.atS == sec && it.rec.atNS < nsec)
 }
 
 func lessLostAt(x, y lostAtItem) bool {
-	if c := x.at.Compare(y.at); c != 0 {
+	if x.at != y.at {
+		return x.at < y.at
+	}
+	if c := cmp.Compare(x.rec.atS, y.rec.atS); c != 0 {
 		return c < 0
 	}
-	return lessLost(x.id, y.id)
+	if c := cmp.Compare(x.rec.atNS, y.rec.atNS); c != 0 {
+		return c < 0
+	}
+	return lessLost(lostItemOf(x.rec), lostItemOf(y.rec))
 }
 
 // auditItem orders audit entries by ID.

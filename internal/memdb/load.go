@@ -10,9 +10,10 @@ import (
 // Loader restores locks in bulk as a durable store reads them back on
 // open: while the store decodes the next records, each of the three lock
 // indexes is built by a goroutine of its own. Only the Loader may touch
-// the lock indexes until Close returns; other records are restored with
-// Engine.Restore meanwhile.
+// the lock and lost indexes until Close returns; other records are
+// restored with Engine.Restore meanwhile.
 type Loader struct {
+	e     *Engine
 	batch []*lockRec
 	feeds [3]chan []*lockRec
 	done  sync.WaitGroup
@@ -26,7 +27,7 @@ const loadBatch = 4096
 
 // Load starts a Loader; its Close must be called before the engine is used.
 func (e *Engine) Load() *Loader {
-	ld := &Loader{batch: make([]*lockRec, 0, loadBatch), kept: make(map[string]string)}
+	ld := &Loader{e: e, batch: make([]*lockRec, 0, loadBatch), kept: make(map[string]string)}
 	builders := [len(ld.feeds)]func(*lockRec){
 		func(r *lockRec) { e.locks.ReplaceOrInsert(keyItem{key: r.key, rec: r}) },
 		func(r *lockRec) { e.locksBySess.ReplaceOrInsert(r) },
@@ -58,7 +59,16 @@ func (ld *Loader) Lock(l *store.Lock) {
 	}
 }
 
-// keep returns a copy of s shared by every lock loaded with it.
+// Lost restores one lost record, like Lock.
+func (ld *Loader) Lost(l *store.Lost) {
+	kept := *l
+	kept.Lock.Key, kept.Lock.Note, kept.ForceReason = strings.Clone(l.Lock.Key), strings.Clone(l.Lock.Note), strings.Clone(l.ForceReason)
+	kept.Lock.Session, kept.Lock.User, kept.Lock.Name = ld.keep(l.Lock.Session), ld.keep(l.Lock.User), ld.keep(l.Lock.Name)
+	kept.Reason, kept.Actor = ld.keep(l.Reason), ld.keep(l.Actor)
+	ld.e.putLost(ld.e.lostRecOf(&kept))
+}
+
+// keep returns a copy of s shared by every record loaded with it.
 func (ld *Loader) keep(s string) string {
 	if k, ok := ld.kept[s]; ok {
 		return k

@@ -10,10 +10,10 @@ import (
 	"github.com/holdfast/holdfast/store"
 )
 
-// TestLoaderCopiesBorrowedStrings restores locks whose strings all point
-// into one buffer that is overwritten after every call, as pebblestore's
-// in-place decoding does, and checks the engine against one filled by
-// transactions.
+// TestLoaderCopiesBorrowedStrings restores locks and lost records whose
+// strings all point into one buffer that is overwritten after every call,
+// as pebblestore's in-place decoding does, and checks the engine against
+// one filled by transactions.
 func TestLoaderCopiesBorrowedStrings(t *testing.T) {
 	t.Parallel()
 	var locks []store.Lock
@@ -25,8 +25,19 @@ func TestLoaderCopiesBorrowedStrings(t *testing.T) {
 		}
 		locks = append(locks, l)
 	}
+	var losts []store.Lost
+	for i := range 300 {
+		losts = append(losts, store.Lost{Lock: lockOn(fmt.Sprintf("gone/%d", i), fmt.Sprintf("s-%d", i%7), time.Minute),
+			Reason: "released", Actor: "u-s-1", ForceReason: fmt.Sprint("why ", i), At: t0.Add(time.Duration(i%13) * time.Second), Reported: i%2 == 0})
+	}
 	want := New(fixedClock, Options{})
 	putLocks(t, want, locks...)
+	mustUpdate(t, want, func(tx store.Tx) error {
+		for _, l := range losts {
+			tx.PutLost(l)
+		}
+		return nil
+	})
 
 	got := New(fixedClock, Options{})
 	ld := got.Load()
@@ -40,6 +51,14 @@ func TestLoaderCopiesBorrowedStrings(t *testing.T) {
 		b := l
 		b.Key, b.Session, b.User, b.Name, b.Note = borrow(l.Key), borrow(l.Session), borrow(l.User), borrow(l.Name), borrow(l.Note)
 		ld.Lock(&b)
+		clear(buf[:cap(buf)])
+	}
+	for _, l := range losts {
+		buf = buf[:0]
+		b := l
+		b.Lock.Key, b.Lock.Session, b.Lock.User = borrow(l.Lock.Key), borrow(l.Lock.Session), borrow(l.Lock.User)
+		b.Reason, b.Actor, b.ForceReason = borrow(l.Reason), borrow(l.Actor), borrow(l.ForceReason)
+		ld.Lost(&b)
 		clear(buf[:cap(buf)])
 	}
 	ld.Close()

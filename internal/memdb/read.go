@@ -207,7 +207,7 @@ func (r reader) Lost(session string) ([]store.Lost, error) {
 		if it.session != session {
 			return false
 		}
-		out = append(out, *it.lost)
+		out = append(out, it.rec.lost())
 		return true
 	})
 	slices.SortStableFunc(out, func(x, y store.Lost) int { return x.At.Compare(y.At) })
@@ -217,10 +217,10 @@ func (r reader) Lost(session string) ([]store.Lost, error) {
 func (r reader) LostBefore(before time.Time, limit int) ([]store.Lost, error) {
 	var out []store.Lost
 	r.e.lostByAt.Ascend(func(it lostAtItem) bool {
-		if !it.at.Before(before) || (limit > 0 && len(out) >= limit) {
+		if !it.before(before) || (limit > 0 && len(out) >= limit) {
 			return false
 		}
-		out = append(out, *it.id.lost)
+		out = append(out, it.rec.lost())
 		return true
 	})
 	return out, nil

@@ -31,7 +31,12 @@ const sharedBit = 1 << 31
 
 // newLockRec makes a record of l; it keeps l's strings.
 func newLockRec(l *store.Lock) *lockRec {
-	r := &lockRec{key: l.Key, session: l.Session, user: l.User, name: l.Name, note: l.Note, token: l.Token}
+	r := makeLockRec(l)
+	return &r
+}
+
+func makeLockRec(l *store.Lock) lockRec {
+	r := lockRec{key: l.Key, session: l.Session, user: l.User, name: l.Name, note: l.Note, token: l.Token}
 	var acquiredNS int32
 	r.acquiredS, acquiredNS = unixOf(l.AcquiredAt)
 	r.acquired = uint32(acquiredNS)
@@ -48,12 +53,46 @@ func (r *lockRec) shared() bool { return r.acquired&sharedBit != 0 }
 // session's record where they are equal.
 func (e *Engine) recOf(l *store.Lock) *lockRec {
 	r := newLockRec(l)
-	if s := e.sessions[l.Session]; s != nil {
+	e.share(r)
+	return r
+}
+
+// share makes r's strings share the bytes of its session's record.
+func (e *Engine) share(r *lockRec) {
+	if s := e.sessions[r.session]; s != nil {
 		r.session = canonical(s, r.session)
 		r.user = canonical(s, r.user)
 		r.name = canonical(s, r.name)
 	}
+}
+
+// lostRec is how the engine keeps a lost lock: the lock as a lockRec and
+// why it was lost, 176 bytes instead of store.Lost's 224. A day of
+// releases is kept (see docs/GUARANTEES.md), so these add up.
+type lostRec struct {
+	lock                       lockRec
+	reason, actor, forceReason string
+	atS                        int64
+	atNS                       int32
+	reported                   bool
+}
+
+// lostRecOf makes a record of l, sharing strings like recOf; it keeps l's
+// strings.
+func (e *Engine) lostRecOf(l *store.Lost) *lostRec {
+	r := &lostRec{lock: makeLockRec(&l.Lock), reason: l.Reason, actor: l.Actor, forceReason: l.ForceReason, reported: l.Reported}
+	r.atS, r.atNS = unixOf(l.At)
+	e.share(&r.lock)
+	if s := e.sessions[r.lock.session]; s != nil {
+		r.actor = canonical(s, r.actor)
+	}
 	return r
+}
+
+// lost returns the record as a store.Lost; its times are in UTC.
+func (r *lostRec) lost() store.Lost {
+	return store.Lost{Lock: r.lock.lock(), Reason: r.reason, Actor: r.actor, ForceReason: r.forceReason,
+		At: timeOf(r.atS, r.atNS), Reported: r.reported}
 }
 
 // canonical returns the string of the session's record equal to v, or v.

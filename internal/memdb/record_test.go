@@ -62,12 +62,15 @@ func TestExpiryOrderBeyondNanoseconds(t *testing.T) {
 	}
 }
 
-// TestLockRecordSize keeps the record in its size class: a field more
-// costs every held lock 16 bytes.
-func TestLockRecordSize(t *testing.T) {
+// TestRecordSizes keeps the records in their size classes: a field more
+// costs every held lock or lost record 16 bytes.
+func TestRecordSizes(t *testing.T) {
 	t.Parallel()
 	if n := unsafe.Sizeof(lockRec{}); n != 112 {
-		t.Fatalf("lockRec is %d bytes, want 112", n)
+		t.Errorf("lockRec is %d bytes, want 112", n)
+	}
+	if n := unsafe.Sizeof(lostRec{}); n > 176 {
+		t.Errorf("lostRec is %d bytes, want 176 at most", n)
 	}
 }
 

@@ -24,6 +24,7 @@ type tx struct {
 	// the change set is valid only until onCommit returns.
 	out    []Change
 	locks  []store.Lock
+	losts  []store.Lost
 	seen   map[undo]struct{}
 	strict map[string]bool
 }
@@ -39,7 +40,7 @@ type undo struct {
 	kind Kind
 	a, b string // lock: key, session; session: id; aggregate: member; lost: session, key
 	n    uint64 // lost: token; audit: id
-	prev any    // *lockRec, *store.Session, string (root), *store.Lost, *store.AuditEntry
+	prev any    // *lockRec, *store.Session, string (root), *lostRec, *store.AuditEntry
 	// lazy marks a session write by TouchSession.
 	lazy bool
 }
@@ -59,6 +60,7 @@ func (t *tx) end() {
 	t.appended = reuse(t.appended)
 	t.out = reuse(t.out)
 	t.locks = reuse(t.locks)
+	t.losts = reuse(t.losts)
 	if len(t.seen) > undoCap {
 		t.seen = nil
 	}
@@ -105,7 +107,7 @@ func (t *tx) rollback() {
 			if u.prev == nil {
 				e.deleteLost(lostItem{session: u.a, key: u.b, token: u.n})
 			} else {
-				e.putLost(u.prev.(*store.Lost))
+				e.putLost(u.prev.(*lostRec))
 			}
 		case KindAudit:
 			if u.prev == nil {
@@ -136,8 +138,9 @@ func (t *tx) changes() []Change {
 		return nil
 	}
 	out := slices.Grow(t.out, n)
-	// Grown once, so the pointers changes take into it stay valid.
-	t.locks = slices.Grow(t.locks, t.lockChanges())
+	// Grown once, so the pointers changes take into them stay valid.
+	t.locks = slices.Grow(t.locks, t.changesOf(KindLock))
+	t.losts = slices.Grow(t.losts, t.changesOf(KindLost))
 	strict := t.strictSessions()
 	useMap := len(t.undo) > 8
 	if useMap && t.seen == nil {
@@ -171,11 +174,11 @@ func (t *tx) changes() []Change {
 	return out
 }
 
-// lockChanges bounds how many lock changes the transaction reports.
-func (t *tx) lockChanges() int {
+// changesOf bounds how many changes of kind the transaction reports.
+func (t *tx) changesOf(kind Kind) int {
 	n := 0
 	for _, u := range t.undo {
-		if u.kind == KindLock {
+		if u.kind == kind {
 			n++
 		}
 	}
@@ -212,7 +215,7 @@ func (t *tx) strictSessions() map[string]bool {
 
 // finalState is the change for the record u names; ok is false when the
 // record neither exists now nor existed before. A lock is built in
-// t.locks, which has room for it.
+// t.locks and a lost record in t.losts, which have room for it.
 func (t *tx) finalState(u undo) (Change, bool) {
 	e := t.e
 	c := Change{Kind: u.kind}
@@ -242,11 +245,16 @@ func (t *tx) finalState(u undo) (Change, bool) {
 		}
 		return c, c.Aggregate != nil
 	case KindLost:
-		c.Lost = e.getLost(lostItem{session: u.a, key: u.b, token: u.n})
-		if c.Lost == nil && u.prev != nil {
-			c.Delete, c.Lost = true, u.prev.(*store.Lost)
+		r := e.getLost(lostItem{session: u.a, key: u.b, token: u.n})
+		if r == nil && u.prev != nil {
+			c.Delete, r = true, u.prev.(*lostRec)
 		}
-		return c, c.Lost != nil
+		if r == nil {
+			return c, false
+		}
+		t.losts = append(t.losts, r.lost())
+		c.Lost = &t.losts[len(t.losts)-1]
+		return c, true
 	case KindAudit:
 		c.Audit = e.getAudit(u.n)
 		if c.Audit == nil && u.prev != nil {
@@ -318,7 +326,7 @@ func (t *tx) DeleteAggregate(member string) error {
 func (t *tx) PutLost(l store.Lost) error {
 	var older []uint64
 	t.e.lost.AscendRange(lostItem{session: l.Lock.Session, key: l.Lock.Key}, lostItem{session: l.Lock.Session, key: l.Lock.Key, token: l.Lock.Token}, func(it lostItem) bool {
-		if it.lost.Reported {
+		if it.rec.reported {
 			older = append(older, it.token)
 		}
 		return true
@@ -328,8 +336,7 @@ func (t *tx) PutLost(l store.Lost) error {
 			return err
 		}
 	}
-	stored := l
-	prev := t.e.putLost(&stored)
+	prev := t.e.putLost(t.e.lostRecOf(&l))
 	t.undo = append(t.undo, undo{kind: KindLost, a: l.Lock.Session, b: l.Lock.Key, n: l.Lock.Token, prev: anyOrNil(prev)})
 	return nil
 }

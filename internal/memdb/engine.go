@@ -31,8 +31,8 @@ type Engine struct {
 	locksBySess  *btree.BTreeG[*lockRec] // (session, key)
 	locksByExpry *btree.BTreeG[expiryItem]
 
-	sessions     map[string]*store.Session
-	liveSessions *btree.BTreeG[sessionItem]
+	sessions     map[string]*sessRec
+	liveSessions *btree.BTreeG[*sessRec]
 	idleSessions *btree.BTreeG[timedSessionItem] // live, with an idle timeout
 	endedSession *btree.BTreeG[timedSessionItem]
 
@@ -72,7 +72,7 @@ func New(now func() time.Time, opts Options) *Engine {
 		locks:         btree.NewG(btreeDegree, lessKey),
 		locksBySess:   btree.NewG(btreeDegree, lessBySession),
 		locksByExpry:  btree.NewG(btreeDegree, lessExpiry),
-		sessions:      make(map[string]*store.Session),
+		sessions:      make(map[string]*sessRec),
 		liveSessions:  btree.NewG(btreeDegree, lessSession),
 		idleSessions:  btree.NewG(btreeDegree, lessTimedSession),
 		endedSession:  btree.NewG(btreeDegree, lessTimedSession),
@@ -194,7 +194,7 @@ func (e *Engine) Restore(c Change) {
 		if c.Delete {
 			e.deleteSession(c.Session.ID)
 		} else {
-			e.putSession(c.Session)
+			e.putSession(newSessRec(c.Session))
 		}
 	case KindAggregate:
 		if c.Delete {
@@ -282,39 +282,39 @@ func (e *Engine) deleteLock(key, session string) *lockRec {
 	return r
 }
 
-func (e *Engine) putSession(s *store.Session) *store.Session {
-	old := e.unindexSession(s.ID)
-	e.sessions[s.ID] = s
-	if s.Ended() {
-		e.endedSession.ReplaceOrInsert(timedSessionItem{at: s.EndedAt, id: s.ID, s: s})
+func (e *Engine) putSession(s *sessRec) *sessRec {
+	old := e.unindexSession(s.id)
+	e.sessions[s.id] = s
+	if s.ended() {
+		e.endedSession.ReplaceOrInsert(endedItem(s))
 		return old
 	}
-	e.liveSessions.ReplaceOrInsert(sessionItem{id: s.ID, s: s})
-	if s.IdleTimeout > 0 {
-		e.idleSessions.ReplaceOrInsert(timedSessionItem{at: s.IdleDeadline(), id: s.ID, s: s})
+	e.liveSessions.ReplaceOrInsert(s)
+	if s.idleTimeout > 0 {
+		e.idleSessions.ReplaceOrInsert(idleItem(s))
 	}
 	return old
 }
 
-func (e *Engine) deleteSession(id string) *store.Session {
+func (e *Engine) deleteSession(id string) *sessRec {
 	old := e.unindexSession(id)
 	delete(e.sessions, id)
 	return old
 }
 
 // unindexSession removes session id from the ordered indexes.
-func (e *Engine) unindexSession(id string) *store.Session {
+func (e *Engine) unindexSession(id string) *sessRec {
 	old := e.sessions[id]
 	if old == nil {
 		return nil
 	}
-	if old.Ended() {
-		e.endedSession.Delete(timedSessionItem{at: old.EndedAt, id: id})
+	if old.ended() {
+		e.endedSession.Delete(endedItem(old))
 		return old
 	}
-	e.liveSessions.Delete(sessionItem{id: id})
-	if old.IdleTimeout > 0 {
-		e.idleSessions.Delete(timedSessionItem{at: old.IdleDeadline(), id: id})
+	e.liveSessions.Delete(old)
+	if old.idleTimeout > 0 {
+		e.idleSessions.Delete(idleItem(old))
 	}
 	return old
 }

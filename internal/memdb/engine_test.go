@@ -44,6 +44,10 @@ func detach(changes []Change) []Change {
 			l := *c.Lost
 			out[i].Lost = &l
 		}
+		if c.Session != nil {
+			s := *c.Session
+			out[i].Session = &s
+		}
 	}
 	return out
 }
@@ -543,8 +547,9 @@ func TestRestoreRebuildsState(t *testing.T) {
 		dump = append(dump, Change{Kind: KindLock, Lock: &l})
 		return true
 	})
-	for _, s := range src.sessions {
-		dump = append(dump, Change{Kind: KindSession, Session: s})
+	for _, r := range src.sessions {
+		s := r.session()
+		dump = append(dump, Change{Kind: KindSession, Session: &s})
 	}
 	for m, r := range src.aggRoot {
 		dump = append(dump, Change{Kind: KindAggregate, Aggregate: &store.Aggregate{Member: m, Root: r}})

@@ -77,26 +77,50 @@ func lessExpiry(x, y expiryItem) bool {
 	return lessKey(keyItem{x.rec.key, x.rec}, keyItem{y.rec.key, y.rec})
 }
 
-// sessionItem orders live sessions by id.
-type sessionItem struct {
-	id string
-	s  *store.Session
+// lessSession orders live sessions by id.
+func lessSession(x, y *sessRec) bool { return x.id < y.id }
+
+// timedSessionItem orders sessions by a time (idle deadline or end), then
+// id.
+type timedSessionItem struct {
+	sec  int64
+	nsec int32
+	rec  *sessRec
 }
 
-func lessSession(x, y sessionItem) bool { return x.id < y.id }
+func timedSession(t time.Time, r *sessRec) timedSessionItem {
+	sec, nsec := unixOf(t)
+	return timedSessionItem{sec: sec, nsec: nsec, rec: r}
+}
 
-// timedSessionItem orders sessions by a time (idle deadline or end), then id.
-type timedSessionItem struct {
-	at time.Time
-	id string
-	s  *store.Session
+func endedItem(r *sessRec) timedSessionItem {
+	return timedSessionItem{sec: r.endedS, nsec: r.endedNS, rec: r}
+}
+
+func idleItem(r *sessRec) timedSessionItem {
+	return timedSession(timeOf(r.lastSeenS, r.lastSeenNS).Add(r.idleTimeout), r)
+}
+
+// after reports whether the item's time is after t.
+func (it timedSessionItem) after(t time.Time) bool {
+	sec, nsec := unixOf(t)
+	return it.sec > sec || (it.sec == sec && it.nsec > nsec)
+}
+
+// before reports whether the item's time is before t.
+func (it timedSessionItem) before(t time.Time) bool {
+	sec, nsec := unixOf(t)
+	return it.sec < sec || (it.sec == sec && it.nsec < nsec)
 }
 
 func lessTimedSession(x, y timedSessionItem) bool {
-	if c := x.at.Compare(y.at); c != 0 {
-		return c < 0
+	if x.sec != y.sec {
+		return x.sec < y.sec
 	}
-	return x.id < y.id
+	if x.nsec != y.nsec {
+		return x.nsec < y.nsec
+	}
+	return x.rec.id < y.rec.id
 }
 
 // aggItem orders aggregates by (member, root) or by (root, member).

@@ -138,28 +138,28 @@ func (r reader) Session(id string) (store.Session, bool, error) {
 	if s == nil {
 		return store.Session{}, false, nil
 	}
-	return *s, true, nil
+	return s.session(), true, nil
 }
 
 func (r reader) IdleSessions(now time.Time, limit int) ([]store.Session, error) {
 	var out []store.Session
 	r.e.idleSessions.Ascend(func(it timedSessionItem) bool {
-		if it.at.After(now) || (limit > 0 && len(out) >= limit) {
+		if it.after(now) || (limit > 0 && len(out) >= limit) {
 			return false
 		}
-		out = append(out, *it.s)
+		out = append(out, it.rec.session())
 		return true
 	})
 	return out, nil
 }
 
 func (r reader) Sessions(q store.SessionQuery) ([]store.Session, error) {
-	var out []store.Session
-	r.e.liveSessions.AscendGreaterOrEqual(sessionItem{id: q.After}, func(it sessionItem) bool {
-		if it.id == q.After || (q.User != "" && it.s.User != q.User) {
+	out := withRoom[store.Session](q.Limit)
+	r.e.liveSessions.AscendGreaterOrEqual(&sessRec{id: q.After}, func(s *sessRec) bool {
+		if s.id == q.After || (q.User != "" && s.user != q.User) {
 			return true
 		}
-		out = append(out, *it.s)
+		out = append(out, s.session())
 		return q.Limit <= 0 || len(out) < q.Limit
 	})
 	return out, nil
@@ -168,10 +168,10 @@ func (r reader) Sessions(q store.SessionQuery) ([]store.Session, error) {
 func (r reader) EndedSessions(before time.Time, limit int) ([]store.Session, error) {
 	var out []store.Session
 	r.e.endedSession.Ascend(func(it timedSessionItem) bool {
-		if !it.at.Before(before) || (limit > 0 && len(out) >= limit) {
+		if !it.before(before) || (limit > 0 && len(out) >= limit) {
 			return false
 		}
-		out = append(out, *it.s)
+		out = append(out, it.rec.session())
 		return true
 	})
 	return out, nil

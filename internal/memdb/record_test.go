@@ -31,6 +31,30 @@ func TestLockRecordKeepsEveryField(t *testing.T) {
 	}
 }
 
+// TestSessionRecordKeepsEveryField stores sessions in the compact record
+// and reads them back unchanged, times in UTC.
+func TestSessionRecordKeepsEveryField(t *testing.T) {
+	t.Parallel()
+	local := time.FixedZone("CET", 3600)
+	for _, s := range []store.Session{
+		{ID: "s-81", User: "u-7", Name: "Bob Smith", LastSeen: time.Date(2026, 11, 30, 10, 47, 0, 123456789, local),
+			IdleTimeout: 5 * time.Minute, EndedAt: time.Date(2026, 11, 30, 11, 0, 0, 1, local), EndReason: "session_ended"},
+		{ID: "s\x00odd"}, // zero times: live
+		{ID: "epoch", EndedAt: time.Unix(0, 0)},
+	} {
+		r := newSessRec(&s)
+		got := r.session()
+		want := s
+		want.LastSeen, want.EndedAt = s.LastSeen.UTC(), s.EndedAt.UTC()
+		if !reflect.DeepEqual(got, want) {
+			t.Errorf("round trip:\n got %+v\nwant %+v", got, want)
+		}
+		if r.ended() != s.Ended() {
+			t.Errorf("%s: ended() = %v, want %v", s.ID, r.ended(), s.Ended())
+		}
+	}
+}
+
 // TestExpiryOrderBeyondNanoseconds checks that expiries the index cannot
 // hold in int64 nanoseconds still sort and expire by their exact time.
 func TestExpiryOrderBeyondNanoseconds(t *testing.T) {
@@ -63,7 +87,7 @@ func TestExpiryOrderBeyondNanoseconds(t *testing.T) {
 }
 
 // TestRecordSizes keeps the records in their size classes: a field more
-// costs every held lock or lost record 16 bytes.
+// costs every held lock, session or lost record 16 bytes.
 func TestRecordSizes(t *testing.T) {
 	t.Parallel()
 	if n := unsafe.Sizeof(lockRec{}); n != 112 {
@@ -71,6 +95,9 @@ func TestRecordSizes(t *testing.T) {
 	}
 	if n := unsafe.Sizeof(lostRec{}); n > 176 {
 		t.Errorf("lostRec is %d bytes, want 176 at most", n)
+	}
+	if n := unsafe.Sizeof(sessRec{}); n != 96 {
+		t.Errorf("sessRec is %d bytes, want 96", n)
 	}
 }
 
@@ -88,11 +115,11 @@ func TestLocksShareTheSessionsStrings(t *testing.T) {
 	sess := e.sessions["s-81"]
 	for _, key := range []string{"order/1", "order/2"} {
 		r := e.getLock(key, "s-81")
-		if unsafe.StringData(r.session) != unsafe.StringData(sess.ID) || unsafe.StringData(r.name) != unsafe.StringData(sess.Name) {
+		if unsafe.StringData(r.session) != unsafe.StringData(sess.id) || unsafe.StringData(r.name) != unsafe.StringData(sess.name) {
 			t.Errorf("%s keeps its own session or name bytes", key)
 		}
 	}
-	if r := e.getLock("order/1", "s-81"); unsafe.StringData(r.user) != unsafe.StringData(sess.User) {
+	if r := e.getLock("order/1", "s-81"); unsafe.StringData(r.user) != unsafe.StringData(sess.user) {
 		t.Errorf("order/1 keeps its own user bytes")
 	}
 	if r := e.getLock("order/2", "s-81"); r.user != "u-other" {

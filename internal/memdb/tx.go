@@ -22,11 +22,12 @@ type tx struct {
 
 	// The change set and what it is built with, reused by every commit:
 	// the change set is valid only until onCommit returns.
-	out    []Change
-	locks  []store.Lock
-	losts  []store.Lost
-	seen   map[undo]struct{}
-	strict map[string]bool
+	out      []Change
+	locks    []store.Lock
+	losts    []store.Lost
+	sessions []store.Session
+	seen     map[undo]struct{}
+	strict   map[string]bool
 }
 
 var (
@@ -40,7 +41,7 @@ type undo struct {
 	kind Kind
 	a, b string // lock: key, session; session: id; aggregate: member; lost: session, key
 	n    uint64 // lost: token; audit: id
-	prev any    // *lockRec, *store.Session, string (root), *lostRec, *store.AuditEntry
+	prev any    // *lockRec, *sessRec, string (root), *lostRec, *store.AuditEntry
 	// lazy marks a session write by TouchSession.
 	lazy bool
 }
@@ -61,6 +62,7 @@ func (t *tx) end() {
 	t.out = reuse(t.out)
 	t.locks = reuse(t.locks)
 	t.losts = reuse(t.losts)
+	t.sessions = reuse(t.sessions)
 	if len(t.seen) > undoCap {
 		t.seen = nil
 	}
@@ -95,7 +97,7 @@ func (t *tx) rollback() {
 			if u.prev == nil {
 				e.deleteSession(u.a)
 			} else {
-				e.putSession(u.prev.(*store.Session))
+				e.putSession(u.prev.(*sessRec))
 			}
 		case KindAggregate:
 			if u.prev == nil {
@@ -141,6 +143,7 @@ func (t *tx) changes() []Change {
 	// Grown once, so the pointers changes take into them stay valid.
 	t.locks = slices.Grow(t.locks, t.changesOf(KindLock))
 	t.losts = slices.Grow(t.losts, t.changesOf(KindLost))
+	t.sessions = slices.Grow(t.sessions, t.changesOf(KindSession))
 	strict := t.strictSessions()
 	useMap := len(t.undo) > 8
 	if useMap && t.seen == nil {
@@ -214,8 +217,9 @@ func (t *tx) strictSessions() map[string]bool {
 }
 
 // finalState is the change for the record u names; ok is false when the
-// record neither exists now nor existed before. A lock is built in
-// t.locks and a lost record in t.losts, which have room for it.
+// record neither exists now nor existed before. A lock, session or lost
+// record is built in t.locks, t.sessions or t.losts, which have room for
+// it.
 func (t *tx) finalState(u undo) (Change, bool) {
 	e := t.e
 	c := Change{Kind: u.kind}
@@ -232,11 +236,16 @@ func (t *tx) finalState(u undo) (Change, bool) {
 		c.Lock = &t.locks[len(t.locks)-1]
 		return c, true
 	case KindSession:
-		c.Session = e.sessions[u.a]
-		if c.Session == nil && u.prev != nil {
-			c.Delete, c.Session = true, u.prev.(*store.Session)
+		r := e.sessions[u.a]
+		if r == nil && u.prev != nil {
+			c.Delete, r = true, u.prev.(*sessRec)
 		}
-		return c, c.Session != nil
+		if r == nil {
+			return c, false
+		}
+		t.sessions = append(t.sessions, r.session())
+		c.Session = &t.sessions[len(t.sessions)-1]
+		return c, true
 	case KindAggregate:
 		if root, ok := e.aggRoot[u.a]; ok {
 			c.Aggregate = &store.Aggregate{Member: u.a, Root: root}
@@ -284,8 +293,7 @@ func (t *tx) DeleteLock(key, session string) error {
 }
 
 func (t *tx) PutSession(s store.Session) error {
-	stored := s
-	prev := t.e.putSession(&stored)
+	prev := t.e.putSession(newSessRec(&s))
 	t.undo = append(t.undo, undo{kind: KindSession, a: s.ID, prev: anyOrNil(prev)})
 	return nil
 }
@@ -293,8 +301,7 @@ func (t *tx) PutSession(s store.Session) error {
 // TouchSession stores s like PutSession; the change is marked Lazy when
 // nothing else in the transaction wrote the session.
 func (t *tx) TouchSession(s store.Session) error {
-	stored := s
-	prev := t.e.putSession(&stored)
+	prev := t.e.putSession(newSessRec(&s))
 	t.undo = append(t.undo, undo{kind: KindSession, a: s.ID, prev: anyOrNil(prev), lazy: true})
 	t.touches++
 	return nil

@@ -347,11 +347,12 @@ func (e *Engine) getLost(id lostItem) *lostRec {
 }
 
 func (e *Engine) putLost(r *lostRec) *lostRec {
-	id := lostItemOf(r)
-	old := e.deleteLost(id)
-	e.lost.ReplaceOrInsert(id)
+	old, had := e.lost.ReplaceOrInsert(lostItemOf(r))
+	if had {
+		e.lostByAt.Delete(lostAtOf(old.rec))
+	}
 	e.lostByAt.ReplaceOrInsert(lostAtOf(r))
-	return old
+	return old.rec
 }
 
 func (e *Engine) deleteLost(id lostItem) *lostRec {

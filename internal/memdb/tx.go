@@ -26,7 +26,8 @@ type tx struct {
 	locks    []store.Lock
 	losts    []store.Lost
 	sessions []store.Session
-	seen     map[undo]struct{}
+	firsts   []undo
+	seen     map[undo]int
 	strict   map[string]bool
 }
 
@@ -35,13 +36,14 @@ var (
 	_ store.Toucher = (*tx)(nil)
 )
 
-// undo remembers one record as it was before a write. The identity fields
-// name the record even when it did not exist (prev is nil then).
+// undo remembers one record as it was before a write, and what the write
+// left. The identity fields name the record even when it did not exist
+// (prev is nil then) or was deleted (next is nil then).
 type undo struct {
-	kind Kind
-	a, b string // lock: key, session; session: id; aggregate: member; lost: session, key
-	n    uint64 // lost: token; audit: id
-	prev any    // *lockRec, *sessRec, string (root), *lostRec, *store.AuditEntry
+	kind       Kind
+	a, b       string // lock: key, session; session: id; aggregate: member; lost: session, key
+	n          uint64 // lost: token; audit: id
+	prev, next any    // *lockRec, *sessRec, string (root), *lostRec, *store.AuditEntry
 	// lazy marks a session write by TouchSession.
 	lazy bool
 }
@@ -63,6 +65,7 @@ func (t *tx) end() {
 	t.locks = reuse(t.locks)
 	t.losts = reuse(t.losts)
 	t.sessions = reuse(t.sessions)
+	t.firsts = reuse(t.firsts)
 	if len(t.seen) > undoCap {
 		t.seen = nil
 	}
@@ -145,20 +148,7 @@ func (t *tx) changes() []Change {
 	t.losts = slices.Grow(t.losts, t.changesOf(KindLost))
 	t.sessions = slices.Grow(t.sessions, t.changesOf(KindSession))
 	strict := t.strictSessions()
-	useMap := len(t.undo) > 8
-	if useMap && t.seen == nil {
-		t.seen = make(map[undo]struct{}, len(t.undo))
-	}
-	for i, u := range t.undo {
-		id := undo{kind: u.kind, a: u.a, b: u.b, n: u.n}
-		if useMap {
-			if _, dup := t.seen[id]; dup {
-				continue
-			}
-			t.seen[id] = struct{}{}
-		} else if t.touchedBefore(i) {
-			continue
-		}
+	for _, u := range t.records() {
 		if c, ok := t.finalState(u); ok {
 			c.Lazy = t.touches > 0 && u.kind == KindSession && !strict[u.a]
 			out = append(out, c)
@@ -188,15 +178,34 @@ func (t *tx) changesOf(kind Kind) int {
 	return n
 }
 
-// touchedBefore reports whether the record of undo entry i appears earlier.
-func (t *tx) touchedBefore(i int) bool {
-	u := t.undo[i]
-	for _, v := range t.undo[:i] {
-		if v.kind == u.kind && v.a == u.a && v.b == u.b && v.n == u.n {
-			return true
-		}
+// records returns one undo entry per record the transaction wrote, in the
+// order first written: the first entry of the record, which holds what it
+// was before, with the last one's next, which is what it is now.
+func (t *tx) records() []undo {
+	firsts := t.firsts[:0]
+	useMap := len(t.undo) > 8 // past that, a linear search costs more
+	if useMap && t.seen == nil {
+		t.seen = make(map[undo]int, len(t.undo))
 	}
-	return false
+	for _, u := range t.undo {
+		id := undo{kind: u.kind, a: u.a, b: u.b, n: u.n}
+		j, dup := -1, false
+		if useMap {
+			if j, dup = t.seen[id]; !dup {
+				t.seen[id] = len(firsts)
+			}
+		} else {
+			j = slices.IndexFunc(firsts, func(f undo) bool { return f.kind == u.kind && f.a == u.a && f.b == u.b && f.n == u.n })
+			dup = j >= 0
+		}
+		if dup {
+			firsts[j].next = u.next
+			continue
+		}
+		firsts = append(firsts, u)
+	}
+	t.firsts = firsts
+	return firsts
 }
 
 // strictSessions returns the sessions that the transaction wrote other
@@ -216,62 +225,34 @@ func (t *tx) strictSessions() map[string]bool {
 	return t.strict
 }
 
-// finalState is the change for the record u names; ok is false when the
-// record neither exists now nor existed before. A lock, session or lost
-// record is built in t.locks, t.sessions or t.losts, which have room for
-// it.
+// finalState is the change for the record u names, from what it was
+// before the transaction and what it is now; ok is false when it neither
+// exists now nor existed before. A lock, session or lost record is built
+// in t.locks, t.sessions or t.losts, which have room for it.
 func (t *tx) finalState(u undo) (Change, bool) {
-	e := t.e
-	c := Change{Kind: u.kind}
-	switch u.kind {
-	case KindLock:
-		r := e.getLock(u.a, u.b)
-		if r == nil && u.prev != nil {
-			c.Delete, r = true, u.prev.(*lockRec)
-		}
-		if r == nil {
-			return c, false
-		}
+	c := Change{Kind: u.kind, Delete: u.next == nil}
+	now := u.next
+	if c.Delete {
+		now = u.prev
+	}
+	switch r := now.(type) {
+	case nil:
+		return c, false
+	case *lockRec:
 		t.locks = append(t.locks, r.lock())
 		c.Lock = &t.locks[len(t.locks)-1]
-		return c, true
-	case KindSession:
-		r := e.sessions[u.a]
-		if r == nil && u.prev != nil {
-			c.Delete, r = true, u.prev.(*sessRec)
-		}
-		if r == nil {
-			return c, false
-		}
+	case *sessRec:
 		t.sessions = append(t.sessions, r.session())
 		c.Session = &t.sessions[len(t.sessions)-1]
-		return c, true
-	case KindAggregate:
-		if root, ok := e.aggRoot[u.a]; ok {
-			c.Aggregate = &store.Aggregate{Member: u.a, Root: root}
-		} else if u.prev != nil {
-			c.Delete, c.Aggregate = true, &store.Aggregate{Member: u.a, Root: u.prev.(string)}
-		}
-		return c, c.Aggregate != nil
-	case KindLost:
-		r := e.getLost(lostItem{session: u.a, key: u.b, token: u.n})
-		if r == nil && u.prev != nil {
-			c.Delete, r = true, u.prev.(*lostRec)
-		}
-		if r == nil {
-			return c, false
-		}
+	case string: // an aggregate's root
+		c.Aggregate = &store.Aggregate{Member: u.a, Root: r}
+	case *lostRec:
 		t.losts = append(t.losts, r.lost())
 		c.Lost = &t.losts[len(t.losts)-1]
-		return c, true
-	case KindAudit:
-		c.Audit = e.getAudit(u.n)
-		if c.Audit == nil && u.prev != nil {
-			c.Delete, c.Audit = true, u.prev.(*store.AuditEntry)
-		}
-		return c, c.Audit != nil
+	case *store.AuditEntry:
+		c.Audit = r
 	}
-	return c, false
+	return c, true
 }
 
 func (t *tx) NextToken() (uint64, error) {
@@ -280,8 +261,9 @@ func (t *tx) NextToken() (uint64, error) {
 }
 
 func (t *tx) PutLock(l store.Lock) error {
-	prev := t.e.putLock(t.e.recOf(&l))
-	t.undo = append(t.undo, undo{kind: KindLock, a: l.Key, b: l.Session, prev: anyOrNil(prev)})
+	r := t.e.recOf(&l)
+	prev := t.e.putLock(r)
+	t.undo = append(t.undo, undo{kind: KindLock, a: l.Key, b: l.Session, prev: anyOrNil(prev), next: r})
 	return nil
 }
 
@@ -293,16 +275,18 @@ func (t *tx) DeleteLock(key, session string) error {
 }
 
 func (t *tx) PutSession(s store.Session) error {
-	prev := t.e.putSession(newSessRec(&s))
-	t.undo = append(t.undo, undo{kind: KindSession, a: s.ID, prev: anyOrNil(prev)})
+	r := newSessRec(&s)
+	prev := t.e.putSession(r)
+	t.undo = append(t.undo, undo{kind: KindSession, a: s.ID, prev: anyOrNil(prev), next: r})
 	return nil
 }
 
 // TouchSession stores s like PutSession; the change is marked Lazy when
 // nothing else in the transaction wrote the session.
 func (t *tx) TouchSession(s store.Session) error {
-	prev := t.e.putSession(newSessRec(&s))
-	t.undo = append(t.undo, undo{kind: KindSession, a: s.ID, prev: anyOrNil(prev), lazy: true})
+	r := newSessRec(&s)
+	prev := t.e.putSession(r)
+	t.undo = append(t.undo, undo{kind: KindSession, a: s.ID, prev: anyOrNil(prev), next: r, lazy: true})
 	t.touches++
 	return nil
 }
@@ -315,7 +299,7 @@ func (t *tx) DeleteSession(id string) error {
 }
 
 func (t *tx) PutAggregate(a store.Aggregate) error {
-	u := undo{kind: KindAggregate, a: a.Member}
+	u := undo{kind: KindAggregate, a: a.Member, next: a.Root}
 	if root, had := t.e.putAggregate(a.Member, a.Root); had {
 		u.prev = root
 	}
@@ -343,8 +327,9 @@ func (t *tx) PutLost(l store.Lost) error {
 			return err
 		}
 	}
-	prev := t.e.putLost(t.e.lostRecOf(&l))
-	t.undo = append(t.undo, undo{kind: KindLost, a: l.Lock.Session, b: l.Lock.Key, n: l.Lock.Token, prev: anyOrNil(prev)})
+	r := t.e.lostRecOf(&l)
+	prev := t.e.putLost(r)
+	t.undo = append(t.undo, undo{kind: KindLost, a: l.Lock.Session, b: l.Lock.Key, n: l.Lock.Token, prev: anyOrNil(prev), next: r})
 	return nil
 }
 
@@ -364,7 +349,7 @@ func (t *tx) AppendAudit(e store.AuditEntry) (uint64, error) {
 	}
 	stored := e // only kept entries go to the heap
 	t.e.putAudit(&stored)
-	t.undo = append(t.undo, undo{kind: KindAudit, n: e.ID})
+	t.undo = append(t.undo, undo{kind: KindAudit, n: e.ID, next: &stored})
 	return e.ID, nil
 }
 

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"fmt"
+	"math/bits"
 	"slices"
 
 	"github.com/cockroachdb/pebble/v2"
@@ -11,16 +12,22 @@ import (
 	"github.com/holdfast/holdfast/internal/memdb"
 )
 
-// records collects the records a group's commits wrote, encoded, in
-// commit order. The committer writes them into the group's one batch in
-// key order, only the last write of each key: a lock taken and released
-// within one group, or a session touched by many of its commits, is
-// written once, and Pebble inserts keys given in order into its memtable
-// at a fraction of the cost of keys in random order.
+// records collects encoded records in commit order. A group's commits
+// add theirs; when the group is appended, the last write of each key goes
+// into its batch, in key order: a lock taken and released within one
+// group is written once, a session touched by many of its commits once,
+// and Pebble inserts keys given in order into its memtable at a fraction
+// of the cost of keys in random order. A group that grows past
+// sortedLimit writes its records into its batch as they come instead, so
+// that a bulk load is not held twice in memory.
 type records struct {
 	buf  []byte
 	recs []record
 }
+
+// sortedLimit is the size of a group's records past which they go into
+// its batch in commit order; sorting gains little on a group that size.
+const sortedLimit = 256 << 10
 
 // record is one write; its key and value are buf[start:keyEnd] and
 // buf[keyEnd:end].
@@ -85,25 +92,55 @@ func (rs *records) key(r record) []byte { return rs.buf[r.start:r.keyEnd] }
 
 func (rs *records) empty() bool { return len(rs.recs) == 0 }
 
-// writeTo puts the last write of each key into b, in key order.
-func (rs *records) writeTo(b *pebble.Batch) error {
+// reprSize is the size of a batch holding exactly the records, so that
+// it is allocated once.
+func (rs *records) reprSize() int {
+	n := batchHeaderLen
+	for _, r := range rs.recs {
+		kl, vl := r.keyEnd-r.start, r.end-r.keyEnd
+		n += 1 + uvarintLen(kl) + kl
+		if !r.delete {
+			n += uvarintLen(vl) + vl
+		}
+	}
+	return n
+}
+
+// batchHeaderLen is the size of a Pebble batch's header (sequence number
+// and count).
+const batchHeaderLen = 12
+
+func uvarintLen(n int) int { return (bits.Len64(uint64(n)|1) + 6) / 7 }
+
+// writeSorted puts the last write of each key into b, in key order.
+func (rs *records) writeSorted(b *pebble.Batch) error {
 	slices.SortStableFunc(rs.recs, func(x, y record) int { return bytes.Compare(rs.key(x), rs.key(y)) })
 	for i, r := range rs.recs {
-		key := rs.key(r)
-		if i+1 < len(rs.recs) && bytes.Equal(key, rs.key(rs.recs[i+1])) {
+		if i+1 < len(rs.recs) && bytes.Equal(rs.key(r), rs.key(rs.recs[i+1])) {
 			continue // a later commit of the group wrote it again
 		}
-		var err error
-		if r.delete {
-			err = b.Delete(key, nil)
-		} else {
-			err = b.Set(key, rs.buf[r.keyEnd:r.end], nil)
-		}
-		if err != nil {
+		if err := rs.write(b, r); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// writeInOrder puts every record into b in commit order.
+func (rs *records) writeInOrder(b *pebble.Batch) error {
+	for _, r := range rs.recs {
+		if err := rs.write(b, r); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (rs *records) write(b *pebble.Batch, r record) error {
+	if r.delete {
+		return b.Delete(rs.key(r), nil)
+	}
+	return b.Set(rs.key(r), rs.buf[r.keyEnd:r.end], nil)
 }
 
 // reset empties rs for another group, keeping its memory unless one huge

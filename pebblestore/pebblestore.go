@@ -85,7 +85,8 @@ type Store struct {
 // group is a set of commits written in one Pebble batch with one fsync.
 type group struct {
 	// records are what the commits wrote; the committer makes batch of
-	// them when it appends the group.
+	// them when it appends the group, unless the group grew big enough to
+	// fill batch as it came (see records).
 	records records
 	batch   *pebble.Batch
 	// counters hold the last value of each counter committed in the
@@ -325,7 +326,7 @@ func (s *Store) enqueue(changes []memdb.Change) *group {
 			g.counters[c.Counter] = c.Value
 			continue
 		}
-		if err := g.records.add(c); err != nil {
+		if err := g.add(s.db, c); err != nil {
 			// The records are in memory; this cannot fail short of a bug.
 			s.failLocked(fmt.Errorf("encode change: %w", err))
 			return g
@@ -382,8 +383,7 @@ func (s *Store) appendFilling() bool {
 	s.filling = s.newGroup()
 	s.mu.Unlock()
 
-	g.batch = s.db.NewBatch()
-	err := g.writeBatch()
+	err := g.writeBatch(s.db)
 	if err == nil {
 		err = s.append(g.batch)
 	}
@@ -422,13 +422,29 @@ func (s *Store) syncLoop() {
 }
 
 func (g *group) empty() bool {
-	return g.records.empty() && g.counters == [memdb.NumCounters]uint64{}
+	return g.batch == nil && g.records.empty() && g.counters == [memdb.NumCounters]uint64{}
 }
 
-// writeBatch puts the group's records and the last value of each counter
-// into its batch. Only the committer calls it, after the group stopped
-// filling.
-func (g *group) writeBatch() error {
+// add puts one change into the group: into its records, or into its
+// batch once the records grew past sortedLimit (see records).
+func (g *group) add(db *pebble.DB, c memdb.Change) error {
+	if err := g.records.add(c); err != nil {
+		return err
+	}
+	if g.batch == nil && len(g.records.buf) <= sortedLimit {
+		return nil
+	}
+	if g.batch == nil {
+		g.batch = db.NewBatch()
+	}
+	err := g.records.writeInOrder(g.batch)
+	g.records.reset()
+	return err
+}
+
+// writeBatch makes the group's batch, with the last value of each
+// counter. Only the committer calls it, after the group stopped filling.
+func (g *group) writeBatch(db *pebble.DB) error {
 	for c, v := range g.counters {
 		if v == 0 {
 			continue
@@ -437,7 +453,11 @@ func (g *group) writeBatch() error {
 			return err
 		}
 	}
-	return g.records.writeTo(g.batch)
+	if g.batch != nil {
+		return g.records.writeInOrder(g.batch)
+	}
+	g.batch = db.NewBatchWithSize(g.records.reprSize())
+	return g.records.writeSorted(g.batch)
 }
 
 // failLocked makes the store fail closed from now on.

@@ -15,6 +15,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"go.uber.org/goleak"
 
+	"github.com/holdfast/holdfast/internal/pgtest"
 	"github.com/holdfast/holdfast/pgstore"
 	"github.com/holdfast/holdfast/store"
 	"github.com/holdfast/holdfast/store/storetest"
@@ -49,13 +50,7 @@ func TestMain(m *testing.M) {
 // no database is configured (fails it under CI=true).
 func testPool(t testing.TB) *pgxpool.Pool {
 	t.Helper()
-	dsn := os.Getenv("HOLDFAST_TEST_POSTGRES")
-	if dsn == "" {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("HOLDFAST_TEST_POSTGRES is not set; CI must run the PostgreSQL store's tests")
-		}
-		t.Skip("HOLDFAST_TEST_POSTGRES is not set; set it to a PostgreSQL DSN to run the PostgreSQL store's tests")
-	}
+	dsn := pgtest.SharedDSN(t)
 	shared.once.Do(func() {
 		cfg, err := pgxpool.ParseConfig(dsn)
 		if err != nil {

@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/holdfast/holdfast/internal/histcheck"
+	"github.com/holdfast/holdfast/internal/pgtest"
 )
 
 // migratedSchema creates a fresh schema with "holdfast migrate", checks
@@ -61,7 +62,7 @@ func migratedSchema(t *testing.T, dsn string) string {
 // other node grant twice.
 func TestKill9NodesHistory(t *testing.T) {
 	t.Parallel()
-	dsn := postgresDSN(t)
+	dsn := pgtest.SharedDSN(t)
 	schema := migratedSchema(t, dsn)
 	rounds := crashRounds(t)
 	const nodes, clients = 3, 4

@@ -22,20 +22,6 @@ import (
 	"github.com/holdfast/holdfast/internal/tcpproxy"
 )
 
-// postgresDSN is the database the PostgreSQL tests use; without one they
-// skip, except in CI, which must run them.
-func postgresDSN(t *testing.T) string {
-	t.Helper()
-	dsn := os.Getenv("HOLDFAST_TEST_POSTGRES")
-	if dsn == "" {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("HOLDFAST_TEST_POSTGRES is not set, and CI must run the PostgreSQL tests")
-		}
-		t.Skip("HOLDFAST_TEST_POSTGRES is not set")
-	}
-	return dsn
-}
-
 // startNode runs "holdfast serve" on a PostgreSQL schema, sweeping often
 // so that several nodes sweep at once, and waits until it is ready.
 func startNode(t *testing.T, dsn, schema string) *serveProcess {
@@ -79,7 +65,7 @@ func get(u string) (int, http.Header) {
 
 func startNodes(t *testing.T, n int) []*serveProcess {
 	t.Helper()
-	dsn := postgresDSN(t)
+	dsn := pgtest.SharedDSN(t)
 	schema := migratedSchema(t, dsn)
 	nodes := make([]*serveProcess, n)
 	for i := range nodes {
@@ -284,7 +270,7 @@ func TestNodesKillOneLosesNothingAcknowledged(t *testing.T) {
 // serves again by itself when the database is back.
 func TestNodeUnreachableDatabase(t *testing.T) {
 	t.Parallel()
-	dsn := postgresDSN(t)
+	dsn := pgtest.SharedDSN(t)
 	schema := migratedSchema(t, dsn)
 	u, err := url.Parse(dsn)
 	if err != nil {

@@ -5,7 +5,6 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -14,18 +13,13 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/holdfast/holdfast"
+	"github.com/holdfast/holdfast/internal/pgtest"
 	"github.com/holdfast/holdfast/pgstore"
 )
 
 func TestProtectAndUnprotect(t *testing.T) {
 	t.Parallel()
-	dsn := os.Getenv("HOLDFAST_TEST_POSTGRES")
-	if dsn == "" {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("HOLDFAST_TEST_POSTGRES is not set; CI must run the PostgreSQL tests")
-		}
-		t.Skip("HOLDFAST_TEST_POSTGRES is not set; set it to a PostgreSQL DSN to run holdfast protect's test")
-	}
+	dsn := pgtest.SharedDSN(t)
 	ctx := t.Context()
 	pool, err := pgxpool.New(ctx, dsn)
 	if err != nil {

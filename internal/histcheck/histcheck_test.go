@@ -19,6 +19,7 @@ import (
 	"github.com/holdfast/holdfast"
 	"github.com/holdfast/holdfast/client"
 	"github.com/holdfast/holdfast/internal/histcheck"
+	"github.com/holdfast/holdfast/internal/pgtest"
 	"github.com/holdfast/holdfast/memstore"
 	"github.com/holdfast/holdfast/pebblestore"
 	"github.com/holdfast/holdfast/pgstore"
@@ -89,7 +90,7 @@ func TestRealStoresPass(t *testing.T) {
 			return st
 		},
 		"pgstore": func(t *testing.T) store.Store {
-			dsn := postgresDSN(t)
+			dsn := pgtest.SharedDSN(t)
 			schema := newSchema(t, dsn)
 			pool, err := pgxpool.New(context.Background(), dsn)
 			if err != nil {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/holdfast/holdfast"
 	"github.com/holdfast/holdfast/internal/histcheck"
+	"github.com/holdfast/holdfast/internal/pgtest"
 	"github.com/holdfast/holdfast/pgstore"
 )
 
@@ -19,7 +20,7 @@ import (
 // one, so the combined history must be linearizable.
 func TestNodesSharingPostgres(t *testing.T) {
 	t.Parallel()
-	dsn := postgresDSN(t)
+	dsn := pgtest.SharedDSN(t)
 	schema := newSchema(t, dsn)
 	const nodes = 3
 	services := make([]holdfast.Service, nodes)

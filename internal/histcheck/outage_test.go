@@ -9,7 +9,6 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -26,19 +25,6 @@ import (
 	"github.com/holdfast/holdfast/pgstore"
 	"github.com/holdfast/holdfast/server"
 )
-
-// postgresDSN is HOLDFAST_TEST_POSTGRES; unset skips (fails under CI).
-func postgresDSN(t *testing.T) string {
-	t.Helper()
-	dsn := os.Getenv("HOLDFAST_TEST_POSTGRES")
-	if dsn == "" {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("HOLDFAST_TEST_POSTGRES is not set; CI must run the PostgreSQL outage test")
-		}
-		t.Skip("HOLDFAST_TEST_POSTGRES is not set; set it to a PostgreSQL DSN to run the PostgreSQL outage test")
-	}
-	return dsn
-}
 
 // newSchema migrates a new schema of the database at dsn and drops it when
 // the test ends.
@@ -74,7 +60,7 @@ type outage struct {
 // and refuses new ones, three times, under load (see outageHistory).
 func TestPostgresOutage(t *testing.T) {
 	t.Parallel()
-	dsn := postgresDSN(t)
+	dsn := pgtest.SharedDSN(t)
 	cfg, err := pgxpool.ParseConfig(dsn)
 	if err != nil {
 		t.Fatal(err)

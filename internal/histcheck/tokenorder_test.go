@@ -8,6 +8,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/holdfast/holdfast/internal/histcheck"
+	"github.com/holdfast/holdfast/internal/pgtest"
 	"github.com/holdfast/holdfast/pgstore"
 	"github.com/holdfast/holdfast/store"
 )
@@ -57,7 +58,7 @@ func (s *pausingStore) Update(ctx context.Context, fn func(store.Tx) error) erro
 // so the checker must accept the history.
 func TestSiblingTokensCommitOutOfOrder(t *testing.T) {
 	t.Parallel()
-	dsn := postgresDSN(t)
+	dsn := pgtest.SharedDSN(t)
 	schema := newSchema(t, dsn)
 	ctx := context.Background()
 	newStore := func() store.Store {

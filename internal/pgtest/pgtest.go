@@ -63,6 +63,21 @@ type Server struct {
 	pid    int
 }
 
+// SharedDSN returns HOLDFAST_TEST_POSTGRES, the database that tests which
+// need no server of their own share. Unset, the test is skipped, or fails
+// under CI=true, which must run every PostgreSQL test.
+func SharedDSN(t testing.TB) string {
+	t.Helper()
+	dsn := os.Getenv("HOLDFAST_TEST_POSTGRES")
+	if dsn == "" {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("HOLDFAST_TEST_POSTGRES is not set, and CI must run the PostgreSQL tests")
+		}
+		t.Skip("HOLDFAST_TEST_POSTGRES is not set; set it to a PostgreSQL DSN to run the PostgreSQL tests")
+	}
+	return dsn
+}
+
 // readyTimeout bounds how long a start, including crash recovery, may take.
 const readyTimeout = 60 * time.Second
 

@@ -48,6 +48,12 @@ func TestBenchSmoke(t *testing.T) {
 			t.Errorf("the table has no line matching %s:\n%s", want, out)
 		}
 	}
+	rows := map[string]string{"--postgres": "PostgreSQL lock table", "--redis": "Redis SET NX, AOF always", "--etcd": "etcd txn + lease"}
+	for _, flag := range joined {
+		if !regexp.MustCompile(`(?m)^cycle +` + regexp.QuoteMeta(rows[flag]) + ` +\d+ +cycles/s`).MatchString(out) {
+			t.Errorf("%s was given, but the table has no cycle row for %s:\n%s", flag, rows[flag], out)
+		}
+	}
 	if len(joined) == 0 && !strings.Contains(stderr.String(), "skipping Redis: no --redis address given") {
 		t.Errorf("a peer without an address is not reported as skipped:\n%s", &stderr)
 	}

@@ -100,7 +100,7 @@ func (c *lockCheck) result(requested, session string) (*holdfast.Lock, error) {
 		l = &holdfast.Lock{
 			Key: c.lockKey, RequestedKey: requested, Mode: mode,
 			Owner:      holdfast.Owner{Session: session, User: deref(c.user), Name: deref(c.name)},
-			AcquiredAt: derefTime(c.acquiredAt), ExpiresAt: derefTime(c.expiresAt),
+			AcquiredAt: deref(c.acquiredAt).UTC(), ExpiresAt: deref(c.expiresAt).UTC(),
 			Token: uint64(*c.token), Note: deref(c.note),
 		}
 	}
@@ -122,13 +122,6 @@ func deref[T any](p *T) T {
 		return zero
 	}
 	return *p
-}
-
-func derefTime(p *time.Time) time.Time {
-	if p == nil {
-		return time.Time{}
-	}
-	return p.UTC()
 }
 
 // Constraint names the guard functions raise with, so that their errors

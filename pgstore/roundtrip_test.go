@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -13,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/holdfast/holdfast"
+	"github.com/holdfast/holdfast/internal/pgtest"
 )
 
 // roundTrips counts what a pool sends: each batch and each lone query is
@@ -41,13 +41,10 @@ func (r *roundTrips) TraceBatchQuery(_ context.Context, _ *pgx.Conn, d pgx.Trace
 }
 func (r *roundTrips) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData) {}
 
-// The lock paths stay a few round trips each: a change that adds one
-// shows up here. Only a heartbeat, which changes nothing but the session's
-// activity, commits without waiting for the disk.
 // countedPool is a pool of one connection whose round trips are counted.
 func countedPool(t *testing.T) (*roundTrips, *pgxpool.Pool) {
 	t.Helper()
-	cfg, err := pgxpool.ParseConfig(os.Getenv("HOLDFAST_TEST_POSTGRES"))
+	cfg, err := pgxpool.ParseConfig(pgtest.SharedDSN(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -62,6 +59,9 @@ func countedPool(t *testing.T) (*roundTrips, *pgxpool.Pool) {
 	return counter, pool
 }
 
+// The lock paths stay a few round trips each: a change that adds one
+// shows up here. Only a heartbeat, which changes nothing but the session's
+// activity, commits without waiting for the disk.
 func TestRoundTrips(t *testing.T) {
 	t.Parallel()
 	schema := newSchema(t, testPool(t))

@@ -291,15 +291,7 @@ func (t *tx) cached(key, session string) (l *store.Lock, known bool) {
 	if l, ok := t.rows.get(key, session); ok {
 		return l, true
 	}
-	if t.fullKeys[key] || t.fullSessions[session] {
-		return nil, true
-	}
-	for i := len(key) - 1; i > 0; i-- {
-		if key[i] == '/' && t.fullTrees[key[:i]] {
-			return nil, true
-		}
-	}
-	return nil, false
+	return nil, t.fullKeys[key] || t.fullSessions[session] || t.treeAbove(key)
 }
 
 // Now opens the transaction if nothing has yet; a failure to is the

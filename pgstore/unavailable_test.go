@@ -4,12 +4,12 @@ import (
 	"context"
 	"errors"
 	"net/url"
-	"os"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/holdfast/holdfast/internal/pgtest"
 	"github.com/holdfast/holdfast/internal/tcpproxy"
 	"github.com/holdfast/holdfast/pgstore"
 	"github.com/holdfast/holdfast/store"
@@ -23,7 +23,7 @@ func TestUnreachableDatabaseIsUnavailable(t *testing.T) {
 	pool := testPool(t)
 	schema := newSchema(t, pool)
 
-	u, err := url.Parse(os.Getenv("HOLDFAST_TEST_POSTGRES"))
+	u, err := url.Parse(pgtest.SharedDSN(t))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -179,6 +179,30 @@ func (s *Store) load() error {
 // loadRecords reads every record after the audit range, which sorts
 // first. Locks and lost records, nearly all of them, are decoded in place
 // and handed to a memdb.Loader, which copies what it keeps.
+// gcPause counts the loads under way: the collector is off while any is,
+// and back to its setting when the last ends, however loads of several
+// stores overlap.
+var gcPause struct {
+	sync.Mutex
+	loads, percent int
+}
+
+func pauseGC() (resume func()) {
+	gcPause.Lock()
+	if gcPause.loads == 0 {
+		gcPause.percent = debug.SetGCPercent(-1)
+	}
+	gcPause.loads++
+	gcPause.Unlock()
+	return func() {
+		gcPause.Lock()
+		if gcPause.loads--; gcPause.loads == 0 {
+			debug.SetGCPercent(gcPause.percent)
+		}
+		gcPause.Unlock()
+	}
+}
+
 func (s *Store) loadRecords() error {
 	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: auditEnd})
 	if err != nil {
@@ -186,8 +210,9 @@ func (s *Store) loadRecords() error {
 	}
 	// A load allocates almost only what it keeps: collections on the way
 	// would mark the growing heap again and again for nothing (a third of
-	// the load's CPU), so the collector waits until it is done.
-	defer debug.SetGCPercent(debug.SetGCPercent(-1))
+	// the load's CPU, docs/STORAGE.md), so the collector waits until it is
+	// done.
+	defer pauseGC()()
 	ld := s.mem.Load()
 	defer ld.Close()
 	var (

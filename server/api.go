@@ -20,12 +20,16 @@ type decodeFunc func(body []byte) (runFunc, error)
 
 type runFunc func(ctx context.Context) (any, error)
 
-func decodeThenRun(ctx context.Context, body []byte, decode decodeFunc) (any, error) {
-	run, err := decode(body)
-	if err != nil {
-		return nil, err
+// decoded is the operation of an endpoint whose decoder batch shares:
+// decode the body, then run what it decoded.
+func decoded(decode decodeFunc) opFunc {
+	return func(ctx context.Context, body []byte) (any, error) {
+		run, err := decode(body)
+		if err != nil {
+			return nil, err
+		}
+		return run(ctx)
 	}
-	return run(ctx)
 }
 
 // queryFunc is one GET operation over the query parameters.
@@ -36,10 +40,6 @@ type queryFunc func(ctx context.Context, q url.Values) (any, error)
 type acquireResponse struct {
 	Locks   []holdfast.Lock  `json:"locks"`
 	Holders *[]holdfast.Lock `json:"holders,omitempty"`
-}
-
-func (s *Server) acquire(ctx context.Context, body []byte) (any, error) {
-	return decodeThenRun(ctx, body, s.decodeAcquire)
 }
 
 func (s *Server) decodeAcquire(body []byte) (runFunc, error) {
@@ -61,10 +61,6 @@ func (s *Server) decodeAcquire(body []byte) (runFunc, error) {
 	}, nil
 }
 
-func (s *Server) release(ctx context.Context, body []byte) (any, error) {
-	return decodeThenRun(ctx, body, s.decodeRelease)
-}
-
 func (s *Server) decodeRelease(body []byte) (runFunc, error) {
 	var req holdfast.ReleaseRequest
 	if err := decodeJSON(body, &req); err != nil {
@@ -78,10 +74,6 @@ func (s *Server) decodeRelease(body []byte) (runFunc, error) {
 		res.Released, res.NotHeld = nonNil(res.Released), nonNil(res.NotHeld)
 		return res, nil
 	}, nil
-}
-
-func (s *Server) renew(ctx context.Context, body []byte) (any, error) {
-	return decodeThenRun(ctx, body, s.decodeRenew)
 }
 
 func (s *Server) decodeRenew(body []byte) (runFunc, error) {
@@ -99,10 +91,6 @@ func (s *Server) decodeRenew(body []byte) (runFunc, error) {
 	}, nil
 }
 
-func (s *Server) verify(ctx context.Context, body []byte) (any, error) {
-	return decodeThenRun(ctx, body, s.decodeVerify)
-}
-
 func (s *Server) decodeVerify(body []byte) (runFunc, error) {
 	var req holdfast.VerifyRequest
 	if err := decodeJSON(body, &req); err != nil {
@@ -111,10 +99,6 @@ func (s *Server) decodeVerify(body []byte) (runFunc, error) {
 	return func(ctx context.Context) (any, error) {
 		return s.mgr.Verify(ctx, req)
 	}, nil
-}
-
-func (s *Server) heartbeat(ctx context.Context, body []byte) (any, error) {
-	return decodeThenRun(ctx, body, s.decodeHeartbeat)
 }
 
 func (s *Server) decodeHeartbeat(body []byte) (runFunc, error) {
@@ -130,10 +114,6 @@ func (s *Server) decodeHeartbeat(body []byte) (runFunc, error) {
 		res.Lost = nonNil(res.Lost)
 		return res, nil
 	}, nil
-}
-
-func (s *Server) endSession(ctx context.Context, body []byte) (any, error) {
-	return decodeThenRun(ctx, body, s.decodeEndSession)
 }
 
 func (s *Server) decodeEndSession(body []byte) (runFunc, error) {

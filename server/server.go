@@ -165,13 +165,13 @@ func New(cfg Config) (*Server, error) {
 	}
 	s.routes = make(map[string]map[string]*route)
 	routes := []*route{
-		{method: "POST", path: "/v1/locks/acquire", role: Client, op: s.acquire},
-		{method: "POST", path: "/v1/locks/release", role: Client, op: s.release},
-		{method: "POST", path: "/v1/locks/renew", role: Client, op: s.renew},
-		{method: "POST", path: "/v1/locks/verify", role: Client, op: s.verify},
+		{method: "POST", path: "/v1/locks/acquire", role: Client, op: decoded(s.decodeAcquire)},
+		{method: "POST", path: "/v1/locks/release", role: Client, op: decoded(s.decodeRelease)},
+		{method: "POST", path: "/v1/locks/renew", role: Client, op: decoded(s.decodeRenew)},
+		{method: "POST", path: "/v1/locks/verify", role: Client, op: decoded(s.decodeVerify)},
 		{method: "GET", path: "/v1/locks", role: Reader, query: s.listLocks},
-		{method: "POST", path: "/v1/sessions/heartbeat", role: Client, op: s.heartbeat},
-		{method: "POST", path: "/v1/sessions/end", role: Client, op: s.endSession},
+		{method: "POST", path: "/v1/sessions/heartbeat", role: Client, op: decoded(s.decodeHeartbeat)},
+		{method: "POST", path: "/v1/sessions/end", role: Client, op: decoded(s.decodeEndSession)},
 		{method: "GET", path: "/v1/sessions", role: Reader, query: s.listSessions},
 		{method: "POST", path: "/v1/aggregates", role: Client, op: s.setAggregate},
 		{method: "GET", path: "/v1/aggregates", role: Reader, query: s.listAggregates},

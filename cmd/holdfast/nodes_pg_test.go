@@ -5,12 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/url"
-	"os"
-	"os/exec"
-	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -26,31 +22,7 @@ import (
 // so that several nodes sweep at once, and waits until it is ready.
 func startNode(t *testing.T, dsn, schema string) *serveProcess {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
-	p := &serveProcess{url: "http://" + addr, stderr: &strings.Builder{}}
-	p.cmd = exec.Command(binary, "serve", "--listen", addr, "--store", dsn, "--schema", schema,
-		"--sweep-interval", "50ms", "--log-level", "warn")
-	p.cmd.Env = append(os.Environ(), "HOLDFAST_TOKENS=", "HOLDFAST_CONFIG=")
-	p.cmd.Stderr = &lockedWriter{b: p.stderr}
-	if err := p.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(p.kill)
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		if code, _ := get(p.url + "/readyz"); code == http.StatusOK {
-			return p
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("holdfast serve not ready after 30s\n%s", p.stderr.String())
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	return startServe(t, dsn, "--schema", schema, "--sweep-interval", "50ms", "--log-level", "warn")
 }
 
 func get(u string) (int, http.Header) {

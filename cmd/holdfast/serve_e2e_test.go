@@ -25,8 +25,9 @@ type serveProcess struct {
 	stderr *strings.Builder
 }
 
-// startServe runs holdfast serve on dir and waits until it is ready.
-func startServe(t *testing.T, dir string) *serveProcess {
+// startServe runs holdfast serve on store with flags and waits until it is
+// ready.
+func startServe(t *testing.T, store string, flags ...string) *serveProcess {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -35,24 +36,20 @@ func startServe(t *testing.T, dir string) *serveProcess {
 	addr := ln.Addr().String()
 	ln.Close()
 	p := &serveProcess{url: "http://" + addr, stderr: &strings.Builder{}}
-	p.cmd = exec.Command(binary, "serve", "--listen", addr, "--store", dir)
+	p.cmd = exec.Command(binary, append([]string{"serve", "--listen", addr, "--store", store}, flags...)...)
 	p.cmd.Env = append(os.Environ(), "HOLDFAST_TOKENS=", "HOLDFAST_CONFIG=")
 	p.cmd.Stderr = &lockedWriter{b: p.stderr}
 	if err := p.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { p.kill() })
+	t.Cleanup(p.kill)
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		resp, err := http.Get(p.url + "/readyz")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return p
-			}
+		if code, _ := get(p.url + "/readyz"); code == http.StatusOK {
+			return p
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("holdfast serve not ready after 30s: %v\n%s", err, p.stderr.String())
+			t.Fatalf("holdfast serve not ready after 30s\n%s", p.stderr.String())
 		}
 		time.Sleep(20 * time.Millisecond)
 	}

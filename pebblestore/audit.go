@@ -7,6 +7,7 @@ import (
 
 	"github.com/cockroachdb/pebble/v2"
 
+	"github.com/holdfast/holdfast/internal/codec"
 	"github.com/holdfast/holdfast/internal/memdb"
 	"github.com/holdfast/holdfast/store"
 )
@@ -127,7 +128,7 @@ func (s *Store) scanAudit(opts *pebble.IterOptions, backward bool, fn func(*stor
 		valid = it.Last()
 	}
 	for ; valid; valid = step() {
-		e, err := decodeAudit(it.Value())
+		e, err := codec.DecodeAudit(it.Value())
 		if err != nil {
 			it.Close()
 			return fmt.Errorf("pebblestore: audit record %q: %w", it.Key(), err)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/cockroachdb/pebble/v2"
 
+	"github.com/holdfast/holdfast/internal/codec"
 	"github.com/holdfast/holdfast/internal/memdb"
 )
 
@@ -73,15 +74,15 @@ func appendKey(dst []byte, c memdb.Change) ([]byte, error) {
 func appendValue(dst []byte, c memdb.Change) []byte {
 	switch c.Kind {
 	case memdb.KindLock:
-		return encodeLock(dst, c.Lock)
+		return codec.EncodeLock(dst, c.Lock)
 	case memdb.KindSession:
-		return encodeSession(dst, c.Session)
+		return codec.EncodeSession(dst, c.Session)
 	case memdb.KindAggregate:
-		return encodeAggregate(dst, c.Aggregate)
+		return codec.EncodeAggregate(dst, c.Aggregate)
 	case memdb.KindLost:
-		return encodeLost(dst, c.Lost)
+		return codec.EncodeLost(dst, c.Lost)
 	case memdb.KindAudit:
-		return encodeAudit(dst, c.Audit)
+		return codec.EncodeAudit(dst, c.Audit)
 	case memdb.KindCounter:
 		return binary.BigEndian.AppendUint64(dst, c.Value)
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/cockroachdb/pebble/v2"
 
+	"github.com/holdfast/holdfast/internal/codec"
 	"github.com/holdfast/holdfast/internal/memdb"
 	"github.com/holdfast/holdfast/store"
 )
@@ -52,12 +53,12 @@ func TestGroupBatchKeepsTheLastWriteOfEachKeyInOrder(t *testing.T) {
 			got = append(got, fmt.Sprintf("delete %q", key))
 		case key[0] == prefixLock:
 			var l store.Lock
-			if err := decodeLockBorrowed(value, &l); err != nil {
+			if err := codec.DecodeLockBorrowed(value, &l); err != nil {
 				t.Fatal(err)
 			}
 			got = append(got, fmt.Sprintf("lock %s token %d", l.Key, l.Token))
 		case key[0] == prefixSession:
-			s, err := decodeSession(value)
+			s, err := codec.DecodeSession(value)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -2,18 +2,15 @@ package pebblestore
 
 import (
 	"encoding/binary"
-	"errors"
-	"fmt"
-	"time"
-	"unsafe"
 
-	"github.com/holdfast/holdfast/store"
+	"github.com/holdfast/holdfast/internal/codec"
 )
 
 // On disk every record is one key/value pair. The key starts with a byte
-// naming the record kind and then names the record; the value starts with
-// a format version byte and holds the whole record, so loading never has
-// to parse a key. Strings are length-prefixed, numbers are varints.
+// naming the record kind and then names the record; the value is the
+// record as internal/records encodes it (a version byte, then the whole
+// record), so loading never has to parse a key. Strings are
+// length-prefixed, numbers are varints.
 const (
 	prefixLock      = 'l' // len(key) key session
 	prefixSession   = 's' // id
@@ -24,9 +21,6 @@ const (
 	prefixMeta      = 'm' // name
 )
 
-// recordVersion is the encoding of every value written by this version.
-const recordVersion = 1
-
 // formatKey holds the version of the whole layout.
 var formatKey = []byte{prefixMeta, 'f', 'o', 'r', 'm', 'a', 't'}
 
@@ -34,7 +28,7 @@ const formatVersion = 1
 
 func lockKey(dst []byte, key, session string) []byte {
 	dst = append(dst, prefixLock)
-	dst = appendString(dst, key)
+	dst = codec.AppendString(dst, key)
 	return append(dst, session...)
 }
 
@@ -48,8 +42,8 @@ func aggregateKey(dst []byte, member string) []byte {
 
 func lostKey(dst []byte, session, key string, token uint64) []byte {
 	dst = append(dst, prefixLost)
-	dst = appendString(dst, session)
-	dst = appendString(dst, key)
+	dst = codec.AppendString(dst, session)
+	dst = codec.AppendString(dst, key)
 	return binary.BigEndian.AppendUint64(dst, token)
 }
 
@@ -59,248 +53,4 @@ func auditKey(dst []byte, id uint64) []byte {
 
 func counterKey(dst []byte, c byte) []byte {
 	return append(dst, prefixCounter, c)
-}
-
-func appendString(dst []byte, s string) []byte {
-	dst = binary.AppendUvarint(dst, uint64(len(s)))
-	return append(dst, s...)
-}
-
-// appendTime writes the zero time as one byte, so it reads back as zero.
-func appendTime(dst []byte, t time.Time) []byte {
-	if t.IsZero() {
-		return append(dst, 0)
-	}
-	dst = append(dst, 1)
-	dst = binary.AppendVarint(dst, t.Unix())
-	return binary.AppendUvarint(dst, uint64(t.Nanosecond()))
-}
-
-func appendBool(dst []byte, b bool) []byte {
-	if b {
-		return append(dst, 1)
-	}
-	return append(dst, 0)
-}
-
-func appendLockFields(dst []byte, l *store.Lock) []byte {
-	dst = appendString(dst, l.Key)
-	dst = appendString(dst, l.Session)
-	dst = appendString(dst, l.User)
-	dst = appendString(dst, l.Name)
-	dst = appendBool(dst, l.Shared)
-	dst = binary.AppendUvarint(dst, l.Token)
-	dst = appendTime(dst, l.AcquiredAt)
-	dst = appendTime(dst, l.ExpiresAt)
-	return appendString(dst, l.Note)
-}
-
-func encodeLock(dst []byte, l *store.Lock) []byte {
-	return appendLockFields(append(dst, recordVersion), l)
-}
-
-func encodeSession(dst []byte, s *store.Session) []byte {
-	dst = append(dst, recordVersion)
-	dst = appendString(dst, s.ID)
-	dst = appendString(dst, s.User)
-	dst = appendString(dst, s.Name)
-	dst = appendTime(dst, s.LastSeen)
-	dst = binary.AppendVarint(dst, int64(s.IdleTimeout))
-	dst = appendTime(dst, s.EndedAt)
-	return appendString(dst, s.EndReason)
-}
-
-func encodeAggregate(dst []byte, a *store.Aggregate) []byte {
-	dst = append(dst, recordVersion)
-	dst = appendString(dst, a.Member)
-	return appendString(dst, a.Root)
-}
-
-func encodeLost(dst []byte, l *store.Lost) []byte {
-	dst = appendLockFields(append(dst, recordVersion), &l.Lock)
-	dst = appendString(dst, l.Reason)
-	dst = appendString(dst, l.Actor)
-	dst = appendString(dst, l.ForceReason)
-	dst = appendTime(dst, l.At)
-	return appendBool(dst, l.Reported)
-}
-
-func encodeAudit(dst []byte, e *store.AuditEntry) []byte {
-	dst = append(dst, recordVersion)
-	dst = binary.AppendUvarint(dst, e.ID)
-	dst = appendTime(dst, e.At)
-	dst = appendString(dst, e.Event)
-	dst = appendLockFields(dst, &e.Lock)
-	dst = appendString(dst, e.Actor)
-	return appendString(dst, e.Reason)
-}
-
-var errCorrupt = errors.New("corrupt record")
-
-// decoder reads a value; the first error sticks and later reads return
-// zero values, so a decode function checks once at the end. It copies the
-// value into one string and slices every field out of it: one allocation
-// per record instead of one per field, which is most of the load time.
-type decoder struct {
-	s   string
-	err error
-}
-
-func newDecoder(b []byte) *decoder {
-	d := &decoder{s: string(b)}
-	d.version()
-	return d
-}
-
-// version reads the record's version byte and refuses another version.
-func (d *decoder) version() {
-	if v := d.byte(); d.err == nil && v != recordVersion {
-		d.err = fmt.Errorf("record version %d, this build reads %d", v, recordVersion)
-	}
-}
-
-func (d *decoder) fail() {
-	if d.err == nil {
-		d.err = errCorrupt
-	}
-	d.s = ""
-}
-
-func (d *decoder) byte() byte {
-	if len(d.s) == 0 {
-		d.fail()
-		return 0
-	}
-	v := d.s[0]
-	d.s = d.s[1:]
-	return v
-}
-
-func (d *decoder) uvarint() uint64 {
-	var v uint64
-	for i := 0; i < len(d.s) && i < binary.MaxVarintLen64; i++ {
-		c := d.s[i]
-		if i == binary.MaxVarintLen64-1 && c > 1 {
-			break // overflows 64 bits
-		}
-		v |= uint64(c&0x7f) << (7 * i)
-		if c < 0x80 {
-			d.s = d.s[i+1:]
-			return v
-		}
-	}
-	d.fail()
-	return 0
-}
-
-func (d *decoder) varint() int64 {
-	u := d.uvarint()
-	v := int64(u >> 1)
-	if u&1 != 0 {
-		v = ^v
-	}
-	return v
-}
-
-func (d *decoder) string() string {
-	n := d.uvarint()
-	if n > uint64(len(d.s)) {
-		d.fail()
-		return ""
-	}
-	v := d.s[:n]
-	d.s = d.s[n:]
-	return v
-}
-
-func (d *decoder) time() time.Time {
-	if d.byte() == 0 {
-		return time.Time{}
-	}
-	sec := d.varint()
-	nsec := d.uvarint()
-	if nsec >= uint64(time.Second) {
-		d.fail()
-		return time.Time{}
-	}
-	return time.Unix(sec, int64(nsec)).UTC()
-}
-
-func (d *decoder) bool() bool { return d.byte() != 0 }
-
-func (d *decoder) lockFields(l *store.Lock) {
-	l.Key = d.string()
-	l.Session = d.string()
-	l.User = d.string()
-	l.Name = d.string()
-	l.Shared = d.bool()
-	l.Token = d.uvarint()
-	l.AcquiredAt = d.time()
-	l.ExpiresAt = d.time()
-	l.Note = d.string()
-}
-
-// done reports the sticky error, or trailing bytes as corruption.
-func (d *decoder) done() error {
-	if d.err == nil && len(d.s) != 0 {
-		d.err = errCorrupt
-	}
-	return d.err
-}
-
-// decodeLockBorrowed decodes a lock into l without copying: l's strings
-// point into b and are valid only as long as b is unchanged. The caller
-// copies what it keeps; this saves the loading of a million locks a
-// million allocations.
-func decodeLockBorrowed(b []byte, l *store.Lock) error {
-	d := decoder{s: unsafe.String(unsafe.SliceData(b), len(b))}
-	d.version()
-	d.lockFields(l)
-	return d.done()
-}
-
-func decodeSession(b []byte) (*store.Session, error) {
-	d := newDecoder(b)
-	s := &store.Session{
-		ID:   d.string(),
-		User: d.string(),
-		Name: d.string(),
-	}
-	s.LastSeen = d.time()
-	s.IdleTimeout = time.Duration(d.varint())
-	s.EndedAt = d.time()
-	s.EndReason = d.string()
-	return s, d.done()
-}
-
-func decodeAggregate(b []byte) (*store.Aggregate, error) {
-	d := newDecoder(b)
-	a := &store.Aggregate{Member: d.string(), Root: d.string()}
-	return a, d.done()
-}
-
-// decodeLostBorrowed decodes a lost record into l in place, like
-// decodeLockBorrowed.
-func decodeLostBorrowed(b []byte, l *store.Lost) error {
-	d := decoder{s: unsafe.String(unsafe.SliceData(b), len(b))}
-	d.version()
-	d.lockFields(&l.Lock)
-	l.Reason = d.string()
-	l.Actor = d.string()
-	l.ForceReason = d.string()
-	l.At = d.time()
-	l.Reported = d.bool()
-	return d.done()
-}
-
-func decodeAudit(b []byte) (*store.AuditEntry, error) {
-	d := newDecoder(b)
-	e := new(store.AuditEntry)
-	e.ID = d.uvarint()
-	e.At = d.time()
-	e.Event = d.string()
-	d.lockFields(&e.Lock)
-	e.Actor = d.string()
-	e.Reason = d.string()
-	return e, d.done()
 }

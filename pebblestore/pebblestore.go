@@ -30,6 +30,7 @@ import (
 
 	"github.com/cockroachdb/pebble/v2"
 
+	"github.com/holdfast/holdfast/internal/codec"
 	"github.com/holdfast/holdfast/internal/memdb"
 	"github.com/holdfast/holdfast/store"
 )
@@ -223,11 +224,11 @@ func (s *Store) loadRecords() error {
 		key, value := it.Key(), it.Value()
 		switch key[0] {
 		case prefixLock:
-			if err = decodeLockBorrowed(value, &l); err == nil {
+			if err = codec.DecodeLockBorrowed(value, &l); err == nil {
 				ld.Lock(&l)
 			}
 		case prefixLost:
-			if err = decodeLostBorrowed(value, &lost); err == nil {
+			if err = codec.DecodeLostBorrowed(value, &lost); err == nil {
 				ld.Lost(&lost)
 			}
 		default:
@@ -248,13 +249,13 @@ func (s *Store) restore(key, value []byte) error {
 	switch key[0] {
 	case prefixSession:
 		c.Kind = memdb.KindSession
-		c.Session, err = decodeSession(value)
+		c.Session, err = codec.DecodeSession(value)
 	case prefixAggregate:
 		c.Kind = memdb.KindAggregate
-		c.Aggregate, err = decodeAggregate(value)
+		c.Aggregate, err = codec.DecodeAggregate(value)
 	case prefixCounter:
 		if len(key) != 2 || len(value) != 8 {
-			return errCorrupt
+			return codec.ErrCorrupt
 		}
 		c.Kind = memdb.KindCounter
 		c.Counter = memdb.Counter(key[1])
@@ -262,7 +263,7 @@ func (s *Store) restore(key, value []byte) error {
 	case prefixMeta:
 		return nil
 	default:
-		return errCorrupt
+		return codec.ErrCorrupt
 	}
 	if err != nil {
 		return err

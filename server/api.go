@@ -44,7 +44,7 @@ type acquireResponse struct {
 
 func (s *Server) decodeAcquire(body []byte) (runFunc, error) {
 	var req holdfast.AcquireRequest
-	if err := decodeJSON(body, &req); err != nil {
+	if err := readRequest(body, &req, acquireField); err != nil {
 		return nil, err
 	}
 	return func(ctx context.Context) (any, error) {
@@ -63,7 +63,7 @@ func (s *Server) decodeAcquire(body []byte) (runFunc, error) {
 
 func (s *Server) decodeRelease(body []byte) (runFunc, error) {
 	var req holdfast.ReleaseRequest
-	if err := decodeJSON(body, &req); err != nil {
+	if err := readRequest(body, &req, releaseField); err != nil {
 		return nil, err
 	}
 	return func(ctx context.Context) (any, error) {
@@ -78,7 +78,7 @@ func (s *Server) decodeRelease(body []byte) (runFunc, error) {
 
 func (s *Server) decodeRenew(body []byte) (runFunc, error) {
 	var req holdfast.RenewRequest
-	if err := decodeJSON(body, &req); err != nil {
+	if err := readRequest(body, &req, renewField); err != nil {
 		return nil, err
 	}
 	return func(ctx context.Context) (any, error) {
@@ -93,7 +93,7 @@ func (s *Server) decodeRenew(body []byte) (runFunc, error) {
 
 func (s *Server) decodeVerify(body []byte) (runFunc, error) {
 	var req holdfast.VerifyRequest
-	if err := decodeJSON(body, &req); err != nil {
+	if err := readRequest(body, &req, verifyField); err != nil {
 		return nil, err
 	}
 	return func(ctx context.Context) (any, error) {
@@ -103,7 +103,7 @@ func (s *Server) decodeVerify(body []byte) (runFunc, error) {
 
 func (s *Server) decodeHeartbeat(body []byte) (runFunc, error) {
 	var req holdfast.HeartbeatRequest
-	if err := decodeJSON(body, &req); err != nil {
+	if err := readRequest(body, &req, heartbeatField); err != nil {
 		return nil, err
 	}
 	return func(ctx context.Context) (any, error) {
@@ -118,7 +118,7 @@ func (s *Server) decodeHeartbeat(body []byte) (runFunc, error) {
 
 func (s *Server) decodeEndSession(body []byte) (runFunc, error) {
 	var req holdfast.EndSessionRequest
-	if err := decodeJSON(body, &req); err != nil {
+	if err := readRequest(body, &req, endSessionField); err != nil {
 		return nil, err
 	}
 	return func(ctx context.Context) (any, error) {

@@ -19,9 +19,12 @@ type batchRequest struct {
 	Ops []json.RawMessage `json:"ops"`
 }
 
+// batchOp is one operation of a batch; err says why it could not be read,
+// which fails it alone.
 type batchOp struct {
 	Op   string          `json:"op"`
 	Body json.RawMessage `json:"body"`
+	err  error
 }
 
 // batchResult is one op's outcome: status and body, or status and error.
@@ -38,21 +41,21 @@ type batchResponse struct {
 // batch runs each op in order exactly as its single endpoint would. Only a
 // malformed envelope fails the whole request; a malformed op fails alone.
 func (s *Server) batch(ctx context.Context, body []byte) (any, error) {
-	var req batchRequest
-	if err := decodeJSON(body, &req); err != nil {
+	ops, err := readBatch(body)
+	if err != nil {
 		return nil, err
 	}
-	if len(req.Ops) == 0 || len(req.Ops) > MaxBatchOps {
-		return nil, invalidf("ops", fmt.Sprintf("ops: want 1 to %d operations, not %d", MaxBatchOps, len(req.Ops)))
+	if len(ops) == 0 || len(ops) > MaxBatchOps {
+		return nil, invalidf("ops", fmt.Sprintf("ops: want 1 to %d operations, not %d", MaxBatchOps, len(ops)))
 	}
-	res := batchResponse{Results: make([]batchResult, len(req.Ops))}
+	res := batchResponse{Results: make([]batchResult, len(ops))}
 	fail := func(i int, err error) {
 		e := toAPIError(err)
 		res.Results[i] = batchResult{Status: e.status, Error: e}
 	}
-	runs := make([]runFunc, len(req.Ops))
-	for i, raw := range req.Ops {
-		run, err := s.decodeOne(i, raw)
+	runs := make([]runFunc, len(ops))
+	for i, op := range ops {
+		run, err := s.decodeOne(i, op)
 		if err != nil {
 			fail(i, err)
 			continue
@@ -60,7 +63,7 @@ func (s *Server) batch(ctx context.Context, body []byte) (any, error) {
 		runs[i] = run
 	}
 	// One store transaction, so one durable commit, serves the batch.
-	err := s.mgr.Batch(ctx, func(ctx context.Context) {
+	err = s.mgr.Batch(ctx, func(ctx context.Context) {
 		for i, run := range runs {
 			if run == nil {
 				continue
@@ -85,15 +88,42 @@ func (s *Server) batch(ctx context.Context, body []byte) (any, error) {
 	return res, nil
 }
 
+// readBatch reads the ops of a batch: by hand when it can, else by
+// encoding/json, envelope first, then each op, so that a malformed op
+// fails alone.
+func readBatch(body []byte) ([]batchOp, error) {
+	r := jsonReader{b: body}
+	var ops []batchOp
+	r.object(func(name []byte) { batchField(&r, &ops, name) })
+	if r.end() {
+		return ops, nil
+	}
+	return decodeBatch(body)
+}
+
+// decodeBatch is readBatch by encoding/json.
+func decodeBatch(body []byte) ([]batchOp, error) {
+	var req batchRequest
+	if err := decodeJSON(body, &req); err != nil {
+		return nil, err
+	}
+	ops := make([]batchOp, len(req.Ops))
+	for i, raw := range req.Ops {
+		if err := decodeJSON(raw, &ops[i]); err != nil {
+			ops[i] = batchOp{err: err}
+		}
+	}
+	return ops, nil
+}
+
 // decodeOne decodes operation i of a batch, ready to run.
-func (s *Server) decodeOne(i int, raw json.RawMessage) (runFunc, error) {
-	var op batchOp
-	if err := decodeJSON(raw, &op); err != nil {
+func (s *Server) decodeOne(i int, op batchOp) (runFunc, error) {
+	if op.err != nil {
 		var inv *holdfast.InvalidError
-		if errors.As(err, &inv) {
+		if errors.As(op.err, &inv) {
 			inv.Field = fmt.Sprintf("ops[%d].%s", i, inv.Field)
 		}
-		return nil, err
+		return nil, op.err
 	}
 	decode, ok := s.ops[op.Op]
 	if !ok {

@@ -20,10 +20,7 @@ type Op struct {
 }
 
 func (o Op) MarshalJSON() ([]byte, error) {
-	return json.Marshal(struct {
-		Op   string `json:"op"`
-		Body any    `json:"body"`
-	}{o.name, o.body})
+	return appendOp(nil, o)
 }
 
 func AcquireOp(req holdfast.AcquireRequest) Op {
@@ -70,6 +67,30 @@ type Result struct {
 // order. Each op succeeds or fails on its own; the error returned here is
 // for the batch as a whole (malformed envelope, transport, auth).
 func (c *Client) Batch(ctx context.Context, ops []Op) ([]Result, error) {
+	// Room for a typical op, so that the buffer rarely grows.
+	body := append(make([]byte, 0, 16+160*len(ops)), `{"ops":[`...)
+	for i, o := range ops {
+		if i > 0 {
+			body = append(body, ',')
+		}
+		var err error
+		if body, err = appendOp(body, o); err != nil {
+			return nil, fmt.Errorf("encoding /v1/batch request: %w", err)
+		}
+	}
+	body = append(body, "]}"...)
+	answer, err := c.roundTrip(ctx, http.MethodPost, "/v1/batch", nil, body)
+	if err != nil {
+		return nil, err
+	}
+	if out, ok := readBatch(answer, ops); ok {
+		return out, nil
+	}
+	return decodeBatch(answer, ops)
+}
+
+// decodeBatch decodes the answer of /v1/batch with encoding/json.
+func decodeBatch(answer []byte, ops []Op) ([]Result, error) {
 	var res struct {
 		Results []struct {
 			Status int             `json:"status"`
@@ -77,10 +98,8 @@ func (c *Client) Batch(ctx context.Context, ops []Op) ([]Result, error) {
 			Error  *wireError      `json:"error"`
 		} `json:"results"`
 	}
-	if err := c.post(ctx, "/v1/batch", struct {
-		Ops []Op `json:"ops"`
-	}{ops}, &res); err != nil {
-		return nil, err
+	if err := json.Unmarshal(answer, &res); err != nil {
+		return nil, fmt.Errorf("decoding /v1/batch response: %w", err)
 	}
 	if len(res.Results) != len(ops) {
 		return nil, fmt.Errorf("/v1/batch answered %d results for %d ops", len(res.Results), len(ops))
@@ -101,4 +120,70 @@ func (c *Client) Batch(ctx context.Context, ops []Op) ([]Result, error) {
 		}
 	}
 	return out, nil
+}
+
+// readBatch decodes the answer of /v1/batch by hand (see decode.go); ok is
+// false when it must be left to decodeBatch, whose results or error are
+// then the answer's.
+func readBatch(answer []byte, ops []Op) (out []Result, ok bool) {
+	r := reader{b: answer}
+	out = make([]Result, 0, len(ops))
+	top := fields{r: &r, names: batchFields}
+	r.object(func(name []byte) {
+		if top.known(name) != 0 {
+			return
+		}
+		r.array(func() {
+			if len(out) == len(ops) {
+				r.fail()
+				return
+			}
+			out = append(out, Result{})
+			r.batchResult(&out[len(out)-1], ops[len(out)-1])
+		})
+	})
+	r.ws()
+	if r.failed || r.i != len(r.b) || len(out) != len(ops) {
+		return nil, false
+	}
+	return out, true
+}
+
+var (
+	batchFields  = []string{"results"}
+	resultFields = []string{"status", "body", "error"}
+)
+
+// batchResult reads one result of a batch into res. Whatever decodeBatch
+// would fail on, it fails on.
+func (r *reader) batchResult(res *Result, op Op) {
+	f := fields{r: r, names: resultFields}
+	var body, errBody []byte
+	r.object(func(name []byte) {
+		switch f.known(name) {
+		case 0:
+			res.Status = r.int()
+		case 1:
+			body = r.raw()
+		case 2:
+			errBody = r.raw()
+		}
+	})
+	switch {
+	case r.failed:
+	case res.Status != http.StatusOK:
+		var e wireError
+		if errBody != nil && json.Unmarshal(errBody, &e) != nil {
+			r.fail()
+			return
+		}
+		res.Err = mapError(res.Status, http.Header{}, &e)
+	case body == nil || errBody != nil:
+		// No body, or an error to check: rare enough for decodeBatch.
+		r.fail()
+	default:
+		if decodeResult(body, op.result(res)) != nil {
+			r.fail()
+		}
+	}
 }

@@ -14,7 +14,6 @@ package client
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -100,23 +99,20 @@ func New(cfg Config) (*Client, error) {
 	return c, nil
 }
 
-// newRequest builds a request for path (relative to the base URL).
-func (c *Client) newRequest(ctx context.Context, method, path string, query url.Values, in any) (*http.Request, error) {
+// newRequest builds a request for path (relative to the base URL) with an
+// encoded JSON body, or none when body is nil.
+func (c *Client) newRequest(ctx context.Context, method, path string, query url.Values, body []byte) (*http.Request, error) {
 	u := c.base.JoinPath(path)
 	u.RawQuery = query.Encode()
-	var body io.Reader
-	if in != nil {
-		b, err := json.Marshal(in)
-		if err != nil {
-			return nil, fmt.Errorf("encoding %s request: %w", path, err)
-		}
-		body = bytes.NewReader(b)
+	var r io.Reader
+	if body != nil {
+		r = bytes.NewReader(body)
 	}
-	req, err := http.NewRequestWithContext(ctx, method, u.String(), body)
+	req, err := http.NewRequestWithContext(ctx, method, u.String(), r)
 	if err != nil {
 		return nil, fmt.Errorf("%s %s: %w", method, path, err)
 	}
-	if in != nil {
+	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}
 	req.Header.Set("Accept", "application/json")
@@ -127,38 +123,48 @@ func (c *Client) newRequest(ctx context.Context, method, path string, query url.
 	return req, nil
 }
 
-// do sends one request and decodes a 200 answer into out (unless nil).
-// Any other status becomes the error the server's code stands for.
-func (c *Client) do(ctx context.Context, method, path string, query url.Values, in, out any) error {
-	req, err := c.newRequest(ctx, method, path, query, in)
+// roundTrip sends one request and returns the body of a 200 answer. Any
+// other status becomes the error the server's code stands for.
+func (c *Client) roundTrip(ctx context.Context, method, path string, query url.Values, body []byte) ([]byte, error) {
+	req, err := c.newRequest(ctx, method, path, query, body)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	resp, err := c.http.Do(req)
 	if err != nil {
 		// The server may or may not have acted on the request. Every
 		// operation of the API can be retried with the same session.
-		return &holdfast.UnavailableError{Err: err}
+		return nil, &holdfast.UnavailableError{Err: err}
 	}
 	defer resp.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, maxResponseBytes))
+	answer, err := io.ReadAll(io.LimitReader(resp.Body, maxResponseBytes))
 	if err != nil {
-		return &holdfast.UnavailableError{Err: fmt.Errorf("reading %s response: %w", path, err)}
+		return nil, &holdfast.UnavailableError{Err: fmt.Errorf("reading %s response: %w", path, err)}
 	}
 	if resp.StatusCode != http.StatusOK {
-		return responseError(resp.StatusCode, resp.Header, body)
+		return nil, responseError(resp.StatusCode, resp.Header, answer)
 	}
-	if out == nil {
-		return nil
+	return answer, nil
+}
+
+// do sends one request and decodes a 200 answer into out (unless nil).
+func (c *Client) do(ctx context.Context, method, path string, query url.Values, body []byte, out any) error {
+	answer, err := c.roundTrip(ctx, method, path, query, body)
+	if err != nil || out == nil {
+		return err
 	}
-	if err := json.Unmarshal(body, out); err != nil {
+	if err := decodeResult(answer, out); err != nil {
 		return fmt.Errorf("decoding %s response: %w", path, err)
 	}
 	return nil
 }
 
 func (c *Client) post(ctx context.Context, path string, in, out any) error {
-	return c.do(ctx, http.MethodPost, path, nil, in, out)
+	body, err := appendBody(nil, in)
+	if err != nil {
+		return fmt.Errorf("encoding %s request: %w", path, err)
+	}
+	return c.do(ctx, http.MethodPost, path, nil, body, out)
 }
 
 func (c *Client) get(ctx context.Context, path string, query url.Values, out any) error {

@@ -1,0 +1,85 @@
+package client_test
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"runtime"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/holdfast/holdfast"
+	"github.com/holdfast/holdfast/client"
+	"github.com/holdfast/holdfast/memstore"
+	"github.com/holdfast/holdfast/server"
+)
+
+// benchServer serves the real handler over a Manager on memstore, so that
+// a benchmark's profile shows the client's own work beside a server that
+// does not wait for a disk.
+func benchServer(b *testing.B) string {
+	b.Helper()
+	st := memstore.New(memstore.Config{})
+	discard := slog.New(slog.NewTextHandler(io.Discard, nil))
+	mgr, err := holdfast.New(st, holdfast.Config{SweepInterval: -1, Logger: discard})
+	if err != nil {
+		b.Fatal(err)
+	}
+	srv, err := server.New(server.Config{Manager: mgr, Logger: discard, Anonymous: true})
+	if err != nil {
+		b.Fatal(err)
+	}
+	hs := httptest.NewServer(srv)
+	b.Cleanup(func() {
+		hs.Close()
+		mgr.Close()
+		st.Close()
+	})
+	return hs.URL
+}
+
+// BenchmarkCycle is the cycle workload of holdfast bench: 64 callers each
+// acquire and release a key of their own, one request per call or
+// coalesced into batches. One op is one acquire+release cycle.
+func BenchmarkCycle(b *testing.B) {
+	for _, linger := range []time.Duration{0, 200 * time.Microsecond} {
+		name := "single"
+		if linger > 0 {
+			name = "coalesced"
+		}
+		b.Run(name, func(b *testing.B) {
+			url := benchServer(b)
+			// One idle connection per caller, as holdfast bench keeps.
+			tr := http.DefaultTransport.(*http.Transport).Clone()
+			tr.MaxIdleConns, tr.MaxIdleConnsPerHost = 80, 80
+			c, err := client.New(client.Config{BaseURL: url, Coalesce: linger, HTTPClient: &http.Client{Transport: tr}})
+			if err != nil {
+				b.Fatal(err)
+			}
+			var caller atomic.Int64
+			ctx := context.Background()
+			b.ReportAllocs()
+			b.SetParallelism(64 / max(1, runtime.GOMAXPROCS(0)))
+			b.ResetTimer()
+			b.RunParallel(func(pb *testing.PB) {
+				owner := fmt.Sprintf("bench-%d", caller.Add(1))
+				keys := []string{"order/" + owner}
+				o := holdfast.Owner{Session: owner, User: owner}
+				for pb.Next() {
+					if _, err := c.Acquire(ctx, holdfast.AcquireRequest{Keys: keys, Owner: o, TTL: holdfast.Duration(time.Minute)}); err != nil {
+						b.Error(err)
+						return
+					}
+					if _, err := c.Release(ctx, holdfast.ReleaseRequest{Session: owner, Keys: keys}); err != nil {
+						b.Error(err)
+						return
+					}
+				}
+			})
+		})
+	}
+}

@@ -206,9 +206,10 @@ func sameUser(user string, conflicts []Conflict) bool {
 }
 
 // startSession records the owner's activity, starting the session if it is
-// new or has ended.
+// new or has ended. It writes the session once, with everything that
+// changes in it.
 func (o *op) startSession(me Owner, idle Duration, wants []wanted) (store.Session, error) {
-	s, live, err := o.touch(me.Session)
+	s, live, err := o.liveSession(me.Session)
 	if err != nil {
 		return s, err
 	}

@@ -386,6 +386,18 @@ func (o *op) touchSession(s store.Session) error {
 // its idle deadline is ended first (it expired before this request came),
 // and an ended one stays ended: only acquire and heartbeat start sessions.
 func (o *op) touch(id string) (s store.Session, live bool, err error) {
+	s, live, err = o.liveSession(id)
+	if err != nil || !live {
+		return s, false, err
+	}
+	s.LastSeen = o.now
+	return s, true, o.touchSession(s)
+}
+
+// liveSession is touch without the write, for a caller that writes the
+// session itself: it ends the session if it is past its idle deadline,
+// and reports whether it is live.
+func (o *op) liveSession(id string) (s store.Session, live bool, err error) {
 	s, ok, err := o.session(id)
 	if err != nil || !ok {
 		return s, false, err
@@ -397,11 +409,7 @@ func (o *op) touch(id string) (s store.Session, live bool, err error) {
 		s, _, err = o.session(id)
 		return s, false, err
 	}
-	if s.Ended() {
-		return s, false, nil
-	}
-	s.LastSeen = o.now
-	return s, true, o.touchSession(s)
+	return s, !s.Ended(), nil
 }
 
 func toLock(l store.Lock) Lock {

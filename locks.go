@@ -72,11 +72,21 @@ func (o *op) liveLock(key, session string) (store.Lock, bool, error) {
 	if err != nil || !ok {
 		return l, false, err
 	}
+	ok, err = o.stillHeld(l)
+	return l, ok, err
+}
+
+// stillHeld reports whether l, a record this transaction read, still
+// counts as held, removing it if it does not. A caller going through a
+// session's locks need not read each again: dropping one of them removes
+// no other unless it ends the session, and then every other one counts as
+// no longer held.
+func (o *op) stillHeld(l store.Lock) (bool, error) {
 	why, err := o.deadReason(l)
 	if err != nil || why == "" {
-		return l, err == nil, err
+		return err == nil, err
 	}
-	return l, false, o.dropDead(l, why)
+	return false, o.dropDead(l, why)
 }
 
 func staleToken(current store.Lock, given uint64) error {
@@ -109,7 +119,7 @@ func (m *Manager) Renew(ctx context.Context, req RenewRequest) (*RenewResult, er
 				return err
 			}
 			for _, l := range all {
-				if _, ok, err := o.liveLock(l.Key, l.Session); err != nil {
+				if ok, err := o.stillHeld(l); err != nil {
 					return err
 				} else if ok {
 					locks = append(locks, l)

@@ -57,7 +57,7 @@ func (m *Manager) Heartbeat(ctx context.Context, req HeartbeatRequest) (*Heartbe
 		}
 		held := 0
 		for _, l := range locks {
-			if _, ok, err := o.liveLock(l.Key, l.Session); err != nil {
+			if ok, err := o.stillHeld(l); err != nil {
 				return err
 			} else if ok {
 				held++

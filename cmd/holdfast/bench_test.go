@@ -24,6 +24,11 @@ func TestBenchSmoke(t *testing.T) {
 			joined = append(joined, flag)
 		}
 	}
+	// holdfast's own server over PostgreSQL joins with the lock table.
+	pg := os.Getenv("HOLDFAST_TEST_POSTGRES")
+	if pg != "" {
+		args = append(args, "--holdfast-postgres", pg)
+	}
 	cmd := exec.Command(binary, args...)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
@@ -52,6 +57,13 @@ func TestBenchSmoke(t *testing.T) {
 	for _, flag := range joined {
 		if !regexp.MustCompile(`(?m)^cycle +` + regexp.QuoteMeta(rows[flag]) + ` +\d+ +cycles/s`).MatchString(out) {
 			t.Errorf("%s was given, but the table has no cycle row for %s:\n%s", flag, rows[flag], out)
+		}
+	}
+	if pg != "" {
+		for _, system := range []string{"holdfast over PostgreSQL", "holdfast over PostgreSQL, coalesced into /v1/batch"} {
+			if !regexp.MustCompile(`(?m)^cycle +` + regexp.QuoteMeta(system) + ` +\d+ +cycles/s`).MatchString(out) {
+				t.Errorf("--holdfast-postgres was given, but the table has no cycle row for %s:\n%s", system, out)
+			}
 		}
 	}
 	if len(joined) == 0 && !strings.Contains(stderr.String(), "skipping Redis: no --redis address given") {

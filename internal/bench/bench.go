@@ -170,7 +170,8 @@ type runner struct {
 
 	holdfast        *system // one request per operation
 	holdfastBatched *system // coalescing client over the same server
-	holdfastPG      *system
+	holdfastPG      *system // one request per operation, over PostgreSQL
+	holdfastPGBatch *system // coalescing client over the same server
 	trivial         *system
 	peers           []*system
 	serverProc      *process // the started holdfast server, for scale
@@ -218,8 +219,8 @@ func (r *runner) setUp(ctx context.Context) error {
 	if cfg.HoldfastPostgres != "" {
 		if p, err := r.startHoldfast(ctx, cfg.HoldfastPostgres); err != nil {
 			r.logf("skipping holdfast over PostgreSQL: %v", err)
-		} else if c, err := newHTTPClient(p.url, cfg.Clients, 0); err == nil {
-			r.holdfastPG = &system{name: "holdfast over PostgreSQL", t: &httpTarget{c}, server: p, holdfast: true}
+		} else if err := r.addHoldfastPG(p); err != nil {
+			return err
 		}
 	}
 	if !cfg.NoTrivial {
@@ -234,6 +235,24 @@ func (r *runner) setUp(ctx context.Context) error {
 		r.trivial = &system{name: "trivial HTTP handler (ceiling)", t: &httpTarget{c}, server: p, ceiling: true}
 	}
 	r.connectPeers(ctx)
+	return nil
+}
+
+// addHoldfastPG adds the rows of the holdfast server p, which runs over
+// PostgreSQL: one request per operation, and coalesced like the embedded
+// store's second row.
+func (r *runner) addHoldfastPG(p *process) error {
+	single, err := newHTTPClient(p.url, r.cfg.Clients, 0)
+	if err != nil {
+		return err
+	}
+	batched, err := newHTTPClient(p.url, r.cfg.Clients, r.cfg.Coalesce)
+	if err != nil {
+		return err
+	}
+	r.holdfastPG = &system{name: "holdfast over PostgreSQL", t: &httpTarget{single}, server: p, holdfast: true}
+	r.holdfastPGBatch = &system{name: "holdfast over PostgreSQL, coalesced into /v1/batch", t: &httpTarget{batched},
+		server: p, holdfast: true}
 	return nil
 }
 
@@ -312,8 +331,8 @@ func (r *runner) workload(ctx context.Context, name string) ([]row, error) {
 	return nil, fmt.Errorf("unknown workload %q", name)
 }
 
-// lockSystems lists the systems that lock keys: holdfast (also coalesced
-// when withBatched), the ceiling and the peers.
+// lockSystems lists the systems that lock keys: holdfast on each store
+// (also coalesced when withBatched), the ceiling and the peers.
 func (r *runner) lockSystems(withBatched bool) []*system {
 	out := []*system{r.holdfast}
 	if withBatched {
@@ -321,6 +340,9 @@ func (r *runner) lockSystems(withBatched bool) []*system {
 	}
 	if r.holdfastPG != nil {
 		out = append(out, r.holdfastPG)
+		if withBatched {
+			out = append(out, r.holdfastPGBatch)
+		}
 	}
 	if r.trivial != nil {
 		out = append(out, r.trivial)

@@ -1,0 +1,250 @@
+package logstore
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/holdfast/holdfast/internal/codec"
+	"github.com/holdfast/holdfast/internal/memdb"
+	"github.com/holdfast/holdfast/store"
+)
+
+// segment is one file of the log.
+type segment struct {
+	path       string
+	firstSeq   uint64
+	firstAudit uint64
+	// size is how many bytes of whole, durable frames the file holds:
+	// readers read no further. Guarded by Store.segMu.
+	size int64
+}
+
+func segmentName(seq uint64) string { return fmt.Sprintf("%016x.log", seq) }
+
+// createSegment makes an empty segment and makes its name durable, so
+// that a group written to it survives a crash.
+func createSegment(dir string, firstSeq, firstAudit uint64) (*segment, *os.File, error) {
+	path := filepath.Join(dir, segmentName(firstSeq))
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return nil, nil, err
+	}
+	h := header{magic: segmentMagic, firstSeq: firstSeq, firstAudit: firstAudit}
+	if _, err := f.Write(h.encode()); err == nil {
+		err = fdatasync(f)
+	}
+	if err == nil {
+		err = syncDir(dir)
+	}
+	if err != nil {
+		f.Close()
+		return nil, nil, err
+	}
+	return &segment{path: path, firstSeq: firstSeq, firstAudit: firstAudit, size: headerLen}, f, nil
+}
+
+// listSegments opens the headers of the log's segments, in log order. A
+// last segment whose header is torn (a crash while it was created, before
+// any group went into it) is removed.
+func listSegments(dir string) ([]*segment, error) {
+	names, err := filepath.Glob(filepath.Join(dir, "*.log"))
+	if err != nil {
+		return nil, err
+	}
+	slices.Sort(names) // fixed-width hex: name order is seq order
+	var segs []*segment
+	for i, path := range names {
+		if _, err := strconv.ParseUint(strings.TrimSuffix(filepath.Base(path), ".log"), 16, 64); err != nil {
+			continue // not ours
+		}
+		seg, err := readSegmentHeader(path)
+		if err != nil && i == len(names)-1 && errors.Is(err, errCorrupt) {
+			if err := os.Remove(path); err != nil {
+				return nil, err
+			}
+			break
+		}
+		if err != nil {
+			return nil, fmt.Errorf("segment %s: %w", filepath.Base(path), err)
+		}
+		segs = append(segs, seg)
+	}
+	return segs, nil
+}
+
+func readSegmentHeader(path string) (*segment, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	b := make([]byte, headerLen)
+	if _, err := io.ReadFull(f, b); err != nil {
+		return nil, errCorrupt
+	}
+	h, err := decodeHeader(b, segmentMagic)
+	if err != nil {
+		return nil, err
+	}
+	info, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	return &segment{path: path, firstSeq: h.firstSeq, firstAudit: h.firstAudit, size: info.Size()}, nil
+}
+
+// read returns the segment's durable bytes.
+func (seg *segment) read() ([]byte, error) {
+	f, err := os.Open(seg.path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	b := make([]byte, seg.size)
+	if _, err := io.ReadFull(f, b); err != nil {
+		return nil, fmt.Errorf("segment %s: %w", filepath.Base(seg.path), err)
+	}
+	return b, nil
+}
+
+// frames calls fn with each frame of a segment's bytes b, and returns
+// where the whole frames end: a shorter or damaged frame ends them.
+func frames(b []byte, fn func(seq uint64, body []byte) error) (end int, err error) {
+	end = headerLen
+	for end < len(b) {
+		seq, body, n, ok := parseFrame(b[end:])
+		if !ok {
+			break
+		}
+		if err := fn(seq, body); err != nil {
+			return end, err
+		}
+		end += n
+	}
+	return end, nil
+}
+
+// replay applies the groups of the log from seq start on, in order; an
+// earlier group is in the checkpoint already. Only the last segment may end
+// in a torn group (the crash interrupted its write): it is cut back to
+// the last whole group. It returns the seq of the next group.
+func (s *Store) replay(segs []*segment, start uint64) (next uint64, err error) {
+	first := 0
+	for i, seg := range segs {
+		if seg.firstSeq <= start {
+			first = i
+		}
+	}
+	next = start
+	for i := first; i < len(segs); i++ {
+		seg := segs[i]
+		if i > first && seg.firstSeq != next {
+			return 0, fmt.Errorf("segment %s starts at group %d, want %d: %w", filepath.Base(seg.path), seg.firstSeq, next, errCorrupt)
+		}
+		b, err := seg.read()
+		if err != nil {
+			return 0, err
+		}
+		expect := seg.firstSeq
+		end, err := frames(b, func(seq uint64, body []byte) error {
+			if seq != expect {
+				return fmt.Errorf("group %d where %d belongs: %w", seq, expect, errCorrupt)
+			}
+			expect++
+			if seq < start {
+				return nil
+			}
+			return eachRecord(body, s.restore)
+		})
+		if err != nil {
+			return 0, fmt.Errorf("segment %s: %w", filepath.Base(seg.path), err)
+		}
+		if end < len(b) {
+			if i < len(segs)-1 {
+				return 0, fmt.Errorf("segment %s is damaged at byte %d: %w", filepath.Base(seg.path), end, errCorrupt)
+			}
+			if err := truncate(seg.path, int64(end)); err != nil {
+				return 0, err
+			}
+			s.log.Warn("logstore: cut a torn group off the log", "segment", seg.path, "at", end, "dropped_bytes", len(b)-end)
+		}
+		seg.size = int64(end)
+		next = max(next, expect)
+	}
+	return next, nil
+}
+
+func truncate(path string, size int64) error {
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		return err
+	}
+	err = f.Truncate(size)
+	if err == nil {
+		err = fdatasync(f)
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// restore applies one record of the log to memory. The records of the log
+// tail are few next to a checkpoint's, so each is copied once and decoded
+// the simple way.
+func (s *Store) restore(typ byte, p []byte) error {
+	c := memdb.Change{Delete: typ == recLockDelete || typ == recSessionDelete || typ == recAggregateDelete || typ == recLostDelete}
+	var err error
+	switch typ {
+	case recLock, recLockDelete:
+		c.Kind, c.Lock = memdb.KindLock, new(store.Lock)
+		err = codec.DecodeLockBorrowed(bytes.Clone(p), c.Lock)
+	case recSession, recSessionDelete:
+		c.Kind = memdb.KindSession
+		c.Session, err = codec.DecodeSession(p)
+	case recAggregate, recAggregateDelete:
+		c.Kind = memdb.KindAggregate
+		c.Aggregate, err = codec.DecodeAggregate(p)
+	case recLost, recLostDelete:
+		c.Kind, c.Lost = memdb.KindLost, new(store.Lost)
+		err = codec.DecodeLostBorrowed(bytes.Clone(p), c.Lost)
+	case recAudit:
+		var id uint64
+		id, err = auditID(p)
+		c.Kind, c.Audit = memdb.KindAudit, &store.AuditEntry{ID: id}
+	case recCounter:
+		c.Kind = memdb.KindCounter
+		c.Counter, c.Value, err = counterPayload(p)
+	case recPruned:
+		var id uint64
+		id, err = uvarintPayload(p)
+		s.prunedThrough = max(s.prunedThrough, id)
+		return err
+	default:
+		return fmt.Errorf("record type %d: %w", typ, errCorrupt)
+	}
+	if err != nil {
+		return fmt.Errorf("record type %d: %w", typ, err)
+	}
+	s.mem.Restore(c)
+	return nil
+}
+
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	err = d.Sync()
+	if cerr := d.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}

@@ -1,0 +1,529 @@
+// Package logstore is holdfast's embedded durable store on a log of its
+// own: every record but the audit log is held in memory (internal/memdb),
+// where transactions run, and each commit's change set is appended to a
+// segmented log in a local directory before any answer that depends on it
+// is given. The audit log is kept in the log only.
+//
+// Writes are group-committed: the commits made while one group is written
+// and fsync'd form the next group, which is written with one write and one
+// fdatasync. There is no timer: a lone caller pays exactly one fsync. In
+// the background, once enough log has piled up, a checkpoint of the state
+// is written, so that open reads the checkpoint and the log after it, and
+// the segments before it go once their audit entries are pruned.
+//
+// If a write or fsync fails, the store fails closed: every later call
+// returns an error wrapping store.ErrUnavailable until the process reopens
+// the directory, which recovers the last durable state: a torn last group
+// is cut off by its checksum.
+//
+// One process at a time may open a directory. The store serves one node;
+// several servers must share PostgreSQL or etcd instead.
+package logstore
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/holdfast/holdfast/internal/memdb"
+	"github.com/holdfast/holdfast/store"
+)
+
+// Config configures a Store. The zero value is usable.
+type Config struct {
+	// Now is the store's clock; default time.Now.
+	Now func() time.Time
+	// Logger receives open and checkpoint statistics and write failures;
+	// default slog.Default().
+	Logger *slog.Logger
+}
+
+// tuning holds the sizes tests make small.
+type tuning struct {
+	// segmentBytes is the size past which the log goes on in a new
+	// segment.
+	segmentBytes int64
+	// checkpointBytes is how much log, at least, is written between two
+	// checkpoints; at least as much as the last checkpoint's size too, so
+	// that checkpoints cost a bounded share of the writes.
+	checkpointBytes int64
+}
+
+var defaultTuning = tuning{segmentBytes: 16 << 20, checkpointBytes: 64 << 20}
+
+// Store is the embedded durable store.Store.
+type Store struct {
+	mem    *memdb.Engine
+	dir    string
+	log    *slog.Logger
+	tune   tuning
+	unlock func() error // releases the directory lock
+	// appendFrame writes one group at off in the active segment and
+	// fsyncs it; tests make it fail.
+	appendFrame func(f *os.File, off int64, frame []byte) error
+
+	mu sync.Mutex
+	// filling collects the commits that the next write will carry.
+	filling *group
+	// strict is the latest group holding a change that is not lazy: what
+	// every read so far has seen is durable once it is. latest is the
+	// latest group holding any change.
+	strict, latest *group
+	// nextSeq numbers the next group made.
+	nextSeq uint64
+	// spare is the buffer of the last group written, for the next group
+	// to fill.
+	spare []byte
+	// failed is set once a write failed; it never clears.
+	failed error
+	closed bool
+
+	// prunedThrough is the highest audit ID a committed PruneAudit
+	// reached: listings skip every entry up to it. Used under the
+	// engine's lock.
+	prunedThrough uint64
+
+	// segMu guards segs and their sizes: audit readers read the segments
+	// while the committer appends and a checkpoint drops old ones.
+	segMu sync.RWMutex
+	segs  []*segment
+
+	// Only the committer uses these.
+	active          *os.File // the last segment, open for writing
+	lastAudit       uint64   // the highest audit ID written
+	sinceCheckpoint int64    // bytes written since the last checkpoint began
+
+	lastCheckpoint atomic.Int64 // size of the last checkpoint
+	checkpointing  atomic.Bool
+	background     sync.WaitGroup // checkpoints under way
+
+	wake chan struct{} // tells the committer that filling has work
+	quit chan struct{} // closed by Close: checkpoints stop
+	done chan struct{} // closed when the committer has exited
+}
+
+// group is a set of commits written in one frame with one fsync.
+type group struct {
+	seq uint64
+	// buf is the frame: its header, then the commits' records.
+	buf []byte
+	// counters hold the last value of each counter committed in the
+	// group; they are written once, when the group is sealed.
+	counters [memdb.NumCounters]uint64
+	// lastAudit is the highest audit ID in the group.
+	lastAudit uint64
+	// durable is closed once the group is fsync'd or has failed; err is
+	// set before.
+	durable chan struct{}
+	err     error
+}
+
+var _ store.Store = (*Store)(nil)
+
+// Open opens (or creates) the store in dir and loads every record but the
+// audit log.
+func Open(dir string, cfg Config) (*Store, error) {
+	return open(dir, cfg, defaultTuning)
+}
+
+func open(dir string, cfg Config, tune tuning) (*Store, error) {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("logstore: %w", err)
+	}
+	unlock, err := lockDir(filepath.Join(dir, "holdfast.lock"))
+	if err != nil {
+		return nil, fmt.Errorf("logstore: %s is in use by another process: %w", dir, err)
+	}
+	start := time.Now()
+	s := &Store{
+		mem:    memdb.New(cfg.Now, memdb.Options{}),
+		dir:    dir,
+		log:    cfg.Logger,
+		tune:   tune,
+		unlock: unlock,
+		appendFrame: func(f *os.File, off int64, frame []byte) error {
+			if _, err := f.WriteAt(frame, off); err != nil {
+				return err
+			}
+			return fdatasync(f)
+		},
+		wake: make(chan struct{}, 1),
+		quit: make(chan struct{}),
+		done: make(chan struct{}),
+	}
+	if err := s.recover(); err != nil {
+		if s.active != nil {
+			s.active.Close()
+		}
+		unlock()
+		return nil, fmt.Errorf("logstore: open %s: %w", dir, err)
+	}
+	locks, sessions, _ := s.mem.Size()
+	s.log.Info("logstore: opened", slog.String("dir", dir), slog.Int("locks", locks),
+		slog.Int("sessions", sessions), slog.Uint64("last_audit_id", s.lastAudit), slog.Duration("took", time.Since(start)))
+	go s.commitLoop()
+	return s, nil
+}
+
+// recover loads the newest checkpoint and replays the log after it, then
+// starts a new segment for the groups to come.
+func (s *Store) recover() error {
+	tmps, err := filepath.Glob(filepath.Join(s.dir, "*.tmp"))
+	if err != nil {
+		return err
+	}
+	for _, tmp := range tmps { // a checkpoint a crash interrupted
+		if err := os.Remove(tmp); err != nil {
+			return err
+		}
+	}
+	seq, pruned, err := s.loadCheckpoint()
+	if err != nil {
+		return err
+	}
+	s.prunedThrough = pruned
+	segs, err := listSegments(s.dir)
+	if err != nil {
+		return err
+	}
+	next, err := s.replay(segs, seq)
+	if err != nil {
+		return err
+	}
+	if n := len(segs); n > 0 && segs[n-1].size == headerLen {
+		// The last segment holds no group: the new one takes its place.
+		if err := os.Remove(segs[n-1].path); err != nil {
+			return err
+		}
+		segs = segs[:n-1]
+	}
+	_, s.lastAudit = s.mem.Counters()
+	seg, f, err := createSegment(s.dir, next, s.lastAudit+1)
+	if err != nil {
+		return err
+	}
+	s.segs, s.active = append(segs, seg), f
+	s.nextSeq = next
+	s.filling = s.newGroup()
+	// A crash may have come between a checkpoint and the removal of what
+	// it covers.
+	return s.dropCovered(seq, pruned)
+}
+
+// newGroup returns an empty group; the caller holds mu (or is Open).
+func (s *Store) newGroup() *group {
+	g := &group{seq: s.nextSeq, buf: newFrame(s.spare), durable: make(chan struct{})}
+	s.nextSeq++
+	s.spare = nil
+	return g
+}
+
+// Update runs fn against the in-memory state, then waits until the group
+// holding its commit, or holding the state it read, is durable.
+func (s *Store) Update(ctx context.Context, fn func(store.Tx) error) error {
+	if err := s.usable(ctx); err != nil {
+		return err
+	}
+	var wait *group
+	t := auditTx{s: s}
+	committed := false
+	err := s.mem.Update(func(tx store.Tx) error {
+		t.Tx = tx
+		err := fn(&t)
+		committed = err == nil
+		return err
+	}, func(changes []memdb.Change) {
+		var pruned uint64
+		if committed && t.pruned > s.prunedThrough {
+			pruned = t.pruned
+			s.prunedThrough = pruned
+		}
+		wait = s.enqueue(changes, pruned)
+	})
+	if werr := s.waitDurable(wait); werr != nil {
+		return werr
+	}
+	return err
+}
+
+// View runs fn against the in-memory state and waits until what it read is
+// durable, so no answer rests on a write that a crash could still undo.
+func (s *Store) View(ctx context.Context, fn func(store.ReadTx) error) error {
+	if err := s.usable(ctx); err != nil {
+		return err
+	}
+	var wait *group
+	err := s.mem.View(func(tx store.ReadTx) error {
+		return fn(auditReader{ReadTx: tx, s: s})
+	}, func() { wait = s.enqueue(nil, 0) })
+	if werr := s.waitDurable(wait); werr != nil {
+		return werr
+	}
+	return err
+}
+
+// enqueue adds a commit's changes (and the audit watermark it pruned to,
+// if any) to the filling group and returns the group whose durability the
+// caller must wait for (nil: all is durable). It runs under the engine's
+// lock, so groups follow commit order.
+//
+// A commit whose changes are all lazy (session activity, see
+// store.Toucher) is written with the filling group but waits only for the
+// last group that holds a change that is not: that is the state it read.
+func (s *Store) enqueue(changes []memdb.Change, pruned uint64) *group {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.unusableLocked(); err != nil {
+		return finished(err)
+	}
+	if len(changes) == 0 && pruned == 0 {
+		// Only reads: the state read is whatever was committed last.
+		return s.strict
+	}
+	g := s.filling
+	lazy := pruned == 0
+	for _, c := range changes {
+		lazy = lazy && c.Lazy
+		switch c.Kind {
+		case memdb.KindCounter:
+			// Only a group's last value of a counter matters.
+			g.counters[c.Counter] = c.Value
+			continue
+		case memdb.KindAudit:
+			g.lastAudit = max(g.lastAudit, c.Audit.ID)
+		}
+		buf, err := appendChange(g.buf, c)
+		if err != nil {
+			// The records are in memory; this cannot fail short of a bug.
+			s.failLocked(fmt.Errorf("encode change: %w", err))
+			return g
+		}
+		g.buf = buf
+	}
+	if pruned > 0 {
+		g.buf = appendUvarintRecord(g.buf, recPruned, pruned)
+	}
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+	s.latest = g
+	if !lazy {
+		s.strict = g
+	}
+	return s.strict
+}
+
+func (s *Store) waitDurable(g *group) error {
+	if g == nil {
+		return nil
+	}
+	<-g.durable
+	return g.err
+}
+
+func (g *group) empty() bool {
+	return len(g.buf) == frameLen && g.counters == [memdb.NumCounters]uint64{}
+}
+
+// commitLoop writes the filling group whenever it has work, swapping in an
+// empty one. It exits once the store is closed (after writing what was
+// pending) or a write has failed.
+func (s *Store) commitLoop() {
+	defer close(s.done)
+	for {
+		_, open := <-s.wake
+		for s.commitFilling() {
+		}
+		s.mu.Lock()
+		stop := !open || s.failed != nil
+		if stop {
+			s.finishLocked(s.filling)
+		}
+		s.mu.Unlock()
+		if stop {
+			return
+		}
+	}
+}
+
+// commitFilling writes and fsyncs the filling group, wakes its waiters,
+// and reports whether it wrote one.
+func (s *Store) commitFilling() bool {
+	s.mu.Lock()
+	g := s.filling
+	if s.failed != nil || g.empty() {
+		s.mu.Unlock()
+		return false
+	}
+	s.filling = s.newGroup()
+	s.mu.Unlock()
+
+	for c, v := range g.counters {
+		if v != 0 {
+			g.buf = appendCounter(g.buf, memdb.Counter(c), v)
+		}
+	}
+	sealFrame(g.buf, g.seq)
+	err := s.write(g)
+	s.mu.Lock()
+	if err != nil {
+		s.failLocked(err)
+	}
+	g.err = s.failed
+	close(g.durable)
+	if cap(g.buf) <= maxSpare {
+		s.spare = g.buf
+	}
+	g.buf = nil
+	s.mu.Unlock()
+	if err != nil {
+		return false
+	}
+	s.maybeCheckpoint(g)
+	return true
+}
+
+// maxSpare bounds the buffer kept for the next group, so that one huge
+// group (a bulk acquire) does not pin its memory.
+const maxSpare = 1 << 20
+
+// write appends the sealed group to the log, in a new segment if the
+// active one is full.
+func (s *Store) write(g *group) error {
+	s.segMu.RLock()
+	seg := s.segs[len(s.segs)-1]
+	size := seg.size
+	s.segMu.RUnlock()
+	if size >= s.tune.segmentBytes {
+		next, f, err := createSegment(s.dir, g.seq, s.lastAudit+1)
+		if err != nil {
+			return err
+		}
+		s.active.Close()
+		s.active, seg, size = f, next, next.size
+		s.segMu.Lock()
+		s.segs = append(s.segs, next)
+		s.segMu.Unlock()
+	}
+	if err := s.appendFrame(s.active, size, g.buf); err != nil {
+		return err
+	}
+	s.lastAudit = max(s.lastAudit, g.lastAudit)
+	s.sinceCheckpoint += int64(len(g.buf))
+	s.segMu.Lock()
+	seg.size += int64(len(g.buf))
+	s.segMu.Unlock()
+	return nil
+}
+
+// maybeCheckpoint starts a checkpoint in the background once enough log
+// has been written since the last one began.
+func (s *Store) maybeCheckpoint(g *group) {
+	if s.sinceCheckpoint < max(s.tune.checkpointBytes, s.lastCheckpoint.Load()) || s.checkpointing.Load() {
+		return
+	}
+	s.sinceCheckpoint = 0
+	s.checkpointing.Store(true)
+	s.background.Go(func() {
+		defer s.checkpointing.Store(false)
+		if err := s.checkpoint(); err != nil && err != errStopped {
+			// The log still holds everything: only open gets slower.
+			s.log.Error("logstore: checkpoint failed", slog.Any("error", err))
+		}
+	})
+}
+
+// failLocked makes the store fail closed from now on.
+func (s *Store) failLocked(err error) {
+	if s.failed != nil {
+		return
+	}
+	s.failed = fmt.Errorf("logstore: write failed, restart to recover from disk: %w: %v", store.ErrUnavailable, err)
+	s.log.Error("logstore: write failed; failing closed", slog.Any("error", err))
+}
+
+// finishLocked releases the waiters of a group that will never be written.
+func (s *Store) finishLocked(g *group) {
+	g.err = s.failed
+	if g.err == nil {
+		g.err = errClosed
+	}
+	close(g.durable)
+}
+
+var errClosed = fmt.Errorf("logstore: closed: %w", store.ErrUnavailable)
+
+func (s *Store) usable(ctx context.Context) error {
+	s.mu.Lock()
+	err := s.unusableLocked()
+	s.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	return ctx.Err()
+}
+
+func (s *Store) unusableLocked() error {
+	switch {
+	case s.failed != nil:
+		return s.failed
+	case s.closed:
+		return errClosed
+	}
+	return nil
+}
+
+// finished is a group that is already over, with err.
+func finished(err error) *group {
+	g := &group{durable: make(chan struct{}), err: err}
+	close(g.durable)
+	return g
+}
+
+// Ping fails once a write has failed or the store is closed.
+func (s *Store) Ping(ctx context.Context) error { return s.usable(ctx) }
+
+// Close writes what is pending, stops a checkpoint under way and releases
+// the directory.
+func (s *Store) Close() error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil
+	}
+	s.closed = true
+	close(s.wake)
+	close(s.quit)
+	s.mu.Unlock()
+	<-s.done
+	s.background.Wait()
+	err := s.active.Close()
+	if uerr := s.unlock(); err == nil {
+		err = uerr
+	}
+	if err != nil {
+		return fmt.Errorf("logstore: close: %w", err)
+	}
+	return nil
+}
+
+// Memory counts the records the store keeps in the Go heap: what its
+// memory grows with. The audit log stays on disk.
+type Memory struct {
+	Locks, Sessions, Lost int
+}
+
+// Memory reports what the store holds in memory now.
+func (s *Store) Memory() Memory {
+	c := s.mem.Counts()
+	return Memory{Locks: c.Locks, Sessions: c.Sessions, Lost: c.Lost}
+}

@@ -57,7 +57,7 @@ func (s *Server) decodeAcquire(body []byte) (runFunc, error) {
 			holders := nonNil(res.Holders)
 			out.Holders = &holders
 		}
-		return out, nil
+		return &out, nil
 	}, nil
 }
 
@@ -72,7 +72,7 @@ func (s *Server) decodeRelease(body []byte) (runFunc, error) {
 			return nil, err
 		}
 		res.Released, res.NotHeld = nonNil(res.Released), nonNil(res.NotHeld)
-		return res, nil
+		return (*releaseResponse)(res), nil
 	}, nil
 }
 
@@ -87,7 +87,7 @@ func (s *Server) decodeRenew(body []byte) (runFunc, error) {
 			return nil, err
 		}
 		res.Locks = nonNil(res.Locks)
-		return res, nil
+		return (*renewResponse)(res), nil
 	}, nil
 }
 
@@ -97,7 +97,11 @@ func (s *Server) decodeVerify(body []byte) (runFunc, error) {
 		return nil, err
 	}
 	return func(ctx context.Context) (any, error) {
-		return s.mgr.Verify(ctx, req)
+		res, err := s.mgr.Verify(ctx, req)
+		if err != nil {
+			return nil, err
+		}
+		return (*verifyResponse)(res), nil
 	}, nil
 }
 
@@ -112,7 +116,7 @@ func (s *Server) decodeHeartbeat(body []byte) (runFunc, error) {
 			return nil, err
 		}
 		res.Lost = nonNil(res.Lost)
-		return res, nil
+		return (*heartbeatResponse)(res), nil
 	}, nil
 }
 
@@ -127,7 +131,7 @@ func (s *Server) decodeEndSession(body []byte) (runFunc, error) {
 			return nil, err
 		}
 		res.Released = nonNil(res.Released)
-		return res, nil
+		return (*endSessionResponse)(res), nil
 	}, nil
 }
 

@@ -85,7 +85,7 @@ func (s *Server) batch(ctx context.Context, body []byte) (any, error) {
 			}
 		}
 	}
-	return res, nil
+	return &res, nil
 }
 
 // readBatch reads the ops of a batch: by hand when it can, else by

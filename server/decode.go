@@ -11,6 +11,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/holdfast/holdfast"
@@ -21,11 +22,10 @@ import (
 // send without the browser asking first: that keeps forms and no-cors
 // fetches from posting to a server that accepts anonymous requests.
 func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, error) {
-	mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
-	if err != nil || mt != "application/json" {
+	if !jsonContent(r.Header.Get("Content-Type")) {
 		return nil, invalidf("Content-Type", "request bodies must be sent with Content-Type: application/json")
 	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
+	body, err := readAll(http.MaxBytesReader(w, r.Body, limit), r.ContentLength, limit)
 	if err != nil {
 		var tooBig *http.MaxBytesError
 		if errors.As(err, &tooBig) {
@@ -34,6 +34,39 @@ func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, erro
 		return nil, invalidf("body", "reading request body: "+err.Error())
 	}
 	return body, nil
+}
+
+// jsonContent reports whether a Content-Type is application/json,
+// sparing the parse for the exact value every client sends.
+func jsonContent(contentType string) bool {
+	if contentType == "application/json" {
+		return true
+	}
+	mt, _, err := mime.ParseMediaType(contentType)
+	return err == nil && mt == "application/json"
+}
+
+// readAll is io.ReadAll into a buffer of the announced length, so that a
+// body of known length is read without growing and copying the buffer.
+func readAll(r io.Reader, length, limit int64) ([]byte, error) {
+	size := int64(512) // as io.ReadAll starts
+	if length > 0 && length <= limit {
+		size = length + 1 // the last byte lets Read report EOF
+	}
+	b := make([]byte, 0, size)
+	for {
+		if len(b) == cap(b) {
+			b = append(b, 0)[:len(b)]
+		}
+		n, err := r.Read(b[len(b):cap(b)])
+		b = b[:len(b)+n]
+		if err == io.EOF {
+			return b, nil
+		}
+		if err != nil {
+			return b, err
+		}
+	}
 }
 
 // decodeJSON decodes exactly one JSON object into v, refusing unknown
@@ -165,15 +198,29 @@ func (q *query) time(name string) time.Time {
 	return t
 }
 
+// responseBuffers keep the memory of response bodies from one request to
+// the next: the Write of a body copies it.
+var responseBuffers = sync.Pool{New: func() any { return new([]byte) }}
+
+// maxPooledResponse is the largest buffer kept for reuse; a rare huge
+// listing should not stay in memory.
+const maxPooledResponse = 1 << 20
+
 // writeJSON answers v with status.
 func writeJSON(w http.ResponseWriter, status int, v any) {
-	body, err := json.Marshal(v)
+	buf := responseBuffers.Get().(*[]byte)
+	body, err := appendJSON((*buf)[:0], v)
 	if err != nil {
 		status = http.StatusInternalServerError
-		body = []byte(`{"error":{"code":"internal","message":"encoding the response failed"}}`)
+		body = append(body[:0], `{"error":{"code":"internal","message":"encoding the response failed"}}`...)
 	}
+	body = append(body, '\n')
 	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("Content-Length", strconv.Itoa(len(body)+1))
+	w.Header().Set("Content-Length", strconv.Itoa(len(body)))
 	w.WriteHeader(status)
-	w.Write(append(body, '\n'))
+	w.Write(body)
+	if cap(body) <= maxPooledResponse {
+		*buf = body
+		responseBuffers.Put(buf)
+	}
 }

@@ -1,0 +1,213 @@
+package server
+
+import (
+	"encoding/json"
+	"strconv"
+
+	"github.com/holdfast/holdfast"
+)
+
+// The answers of the lock operations are written by hand for the reason
+// their requests are read by hand: json.Marshal reflects over each result
+// and then checks and copies every Lock's MarshalJSON output a second
+// time. jsonwrite_test.go checks that the output is byte for byte what
+// json.Marshal writes for the holdfast result types.
+
+// jsonAppender is an answer that writes its own JSON.
+type jsonAppender interface {
+	appendJSON(b []byte) ([]byte, error)
+}
+
+// appendJSON appends the JSON of v, by its own hand when it has one.
+func appendJSON(b []byte, v any) ([]byte, error) {
+	if a, ok := v.(jsonAppender); ok {
+		return a.appendJSON(b)
+	}
+	j, err := json.Marshal(v)
+	return append(b, j...), err
+}
+
+// The answers of the operations, as the holdfast result types with their
+// JSON written by hand.
+type (
+	releaseResponse    holdfast.ReleaseResult
+	renewResponse      holdfast.RenewResult
+	verifyResponse     holdfast.VerifyResult
+	heartbeatResponse  holdfast.HeartbeatResult
+	endSessionResponse holdfast.EndSessionResult
+)
+
+func (r *acquireResponse) appendJSON(b []byte) ([]byte, error) {
+	b = append(b, `{"locks":`...)
+	b = appendLocks(b, r.Locks)
+	if r.Holders != nil {
+		b = append(b, `,"holders":`...)
+		b = appendLocks(b, *r.Holders)
+	}
+	return append(b, '}'), nil
+}
+
+func (r *releaseResponse) appendJSON(b []byte) ([]byte, error) {
+	b = append(b, `{"released":`...)
+	b = appendLocks(b, r.Released)
+	b = append(b, `,"not_held":`...)
+	if r.NotHeld == nil {
+		b = append(b, "null"...)
+	} else {
+		b = append(b, '[')
+		for i, key := range r.NotHeld {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = appendString(b, key)
+		}
+		b = append(b, ']')
+	}
+	return append(b, '}'), nil
+}
+
+func (r *renewResponse) appendJSON(b []byte) ([]byte, error) {
+	b = append(b, `{"locks":`...)
+	b = appendLocks(b, r.Locks)
+	return append(b, '}'), nil
+}
+
+func (r *verifyResponse) appendJSON(b []byte) ([]byte, error) {
+	b = append(b, `{"lock":`...)
+	b = appendLock(b, &r.Lock)
+	return append(b, '}'), nil
+}
+
+func (r *heartbeatResponse) appendJSON(b []byte) ([]byte, error) {
+	s := &r.Session
+	b = append(b, `{"session":{"id":`...)
+	b = appendString(b, s.ID)
+	if s.User != "" {
+		b = append(b, `,"user":`...)
+		b = appendString(b, s.User)
+	}
+	if s.Name != "" {
+		b = append(b, `,"name":`...)
+		b = appendString(b, s.Name)
+	}
+	b = append(b, `,"last_seen":`...)
+	b = appendTime(b, s.LastSeen)
+	if s.IdleTimeout != 0 {
+		b = append(b, `,"idle_timeout_seconds":`...)
+		j, _ := s.IdleTimeout.MarshalJSON() // seconds of an int64: never fails
+		b = append(b, j...)
+	}
+	b = append(b, `,"expires_at":`...)
+	if s.ExpiresAt == nil {
+		b = append(b, "null"...)
+	} else {
+		b = appendTime(b, *s.ExpiresAt)
+	}
+	b = append(b, `,"locks":`...)
+	b = strconv.AppendInt(b, int64(s.Locks), 10)
+	b = append(b, `},"lost":`...)
+	if r.Lost == nil {
+		b = append(b, "null"...)
+	} else {
+		b = append(b, '[')
+		for i := range r.Lost {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = appendLostLock(b, &r.Lost[i])
+		}
+		b = append(b, ']')
+	}
+	return append(b, '}'), nil
+}
+
+func appendLostLock(b []byte, l *holdfast.LostLock) []byte {
+	b = append(b, `{"lock":`...)
+	b = appendLock(b, &l.Lock)
+	b = append(b, `,"reason":`...)
+	b = appendString(b, string(l.Reason))
+	if l.Actor != "" {
+		b = append(b, `,"actor":`...)
+		b = appendString(b, l.Actor)
+	}
+	if l.ForceReason != "" {
+		b = append(b, `,"force_reason":`...)
+		b = appendString(b, l.ForceReason)
+	}
+	return append(b, '}')
+}
+
+func (r *endSessionResponse) appendJSON(b []byte) ([]byte, error) {
+	b = append(b, `{"released":`...)
+	b = appendLocks(b, r.Released)
+	return append(b, '}'), nil
+}
+
+func (r *batchResponse) appendJSON(b []byte) ([]byte, error) {
+	b = append(b, `{"results":[`...)
+	var err error
+	for i := range r.Results {
+		res := &r.Results[i]
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, `{"status":`...)
+		b = strconv.AppendInt(b, int64(res.Status), 10)
+		if res.Body != nil {
+			b = append(b, `,"body":`...)
+			if b, err = appendJSON(b, res.Body); err != nil {
+				return b, err
+			}
+		}
+		if res.Error != nil {
+			b = append(b, `,"error":`...)
+			if b, err = appendJSON(b, res.Error); err != nil {
+				return b, err
+			}
+		}
+		b = append(b, '}')
+	}
+	return append(b, "]}"...), nil
+}
+
+func appendLocks(b []byte, locks []holdfast.Lock) []byte {
+	if locks == nil {
+		return append(b, "null"...)
+	}
+	b = append(b, '[')
+	for i := range locks {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = appendLock(b, &locks[i])
+	}
+	return append(b, ']')
+}
+
+// appendLock appends a Lock's own MarshalJSON, which is compact and
+// escaped as json.Marshal would leave it, and never fails.
+func appendLock(b []byte, l *holdfast.Lock) []byte {
+	j, _ := l.MarshalJSON()
+	return append(b, j...)
+}
+
+// appendTime appends a Time's own MarshalJSON, which never fails.
+func appendTime(b []byte, t holdfast.Time) []byte {
+	j, _ := t.MarshalJSON()
+	return append(b, j...)
+}
+
+// appendString appends s as encoding/json writes it: plain printable
+// ASCII as is, anything else (escapes, HTML characters, non-ASCII) by
+// encoding/json itself.
+func appendString(b []byte, s string) []byte {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c >= 0x7f || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
+			q, _ := json.Marshal(s) // a string always encodes
+			return append(b, q...)
+		}
+	}
+	b = append(b, '"')
+	b = append(b, s...)
+	return append(b, '"')
+}

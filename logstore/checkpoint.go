@@ -43,11 +43,22 @@ var errStopped = errors.New("store closing")
 // segments and checkpoints it makes useless.
 func (s *Store) checkpoint() error {
 	start := time.Now()
-	var (
-		seq    uint64
-		pruned uint64
-		wait   *group
-	)
+	seq, pruned, size, err := s.saveCheckpoint()
+	if err != nil {
+		return err
+	}
+	if err := s.dropCovered(seq, pruned); err != nil {
+		return err
+	}
+	s.log.Info("logstore: checkpoint written", slog.Uint64("seq", seq), slog.Int64("bytes", size), slog.Duration("took", time.Since(start)))
+	return nil
+}
+
+// saveCheckpoint writes a checkpoint of the current state, durably, and
+// returns the first group it does not hold, the prune watermark it holds
+// and its size.
+func (s *Store) saveCheckpoint() (seq, pruned uint64, size int64, err error) {
+	var wait *group
 	snap := s.mem.Snapshot(func() {
 		// Between two commits: every group before the filling one is in
 		// the snapshot; the filling one may hold commits that are and
@@ -58,16 +69,11 @@ func (s *Store) checkpoint() error {
 		s.mu.Unlock()
 		pruned = s.prunedThrough
 	})
-	size, err := s.writeCheckpoint(snap, seq, pruned, wait)
-	if err != nil {
-		return err
+	size, err = s.writeCheckpoint(snap, seq, pruned, wait)
+	if err == nil {
+		s.lastCheckpoint.Store(size)
 	}
-	s.lastCheckpoint.Store(size)
-	if err := s.dropCovered(seq, pruned); err != nil {
-		return err
-	}
-	s.log.Info("logstore: checkpoint written", slog.Uint64("seq", seq), slog.Int64("bytes", size), slog.Duration("took", time.Since(start)))
-	return nil
+	return seq, pruned, size, err
 }
 
 // writeCheckpoint writes snap as the checkpoint that precedes group seq,

@@ -24,7 +24,8 @@ const crashWriters = 8
 func crashKey(w, i int) string { return fmt.Sprintf("k/%d/%d", w, i) }
 
 // crashChild runs the writer when the environment asks for it, and reports
-// whether it did. Step i of writer w puts crashKey(w, i) with a new token
+// whether it did. Its store rotates segments and writes checkpoints every
+// few dozen KiB, so the kill comes amid them too. Step i of writer w puts crashKey(w, i) with a new token
 // and, when i is odd, deletes crashKey(w, i-1) in the same transaction;
 // after each acknowledged step it prints "w i token".
 func crashChild() bool {
@@ -32,7 +33,7 @@ func crashChild() bool {
 	if dir == "" {
 		return false
 	}
-	s, err := logstore.Open(dir, logstore.Config{Logger: quiet})
+	s, err := logstore.OpenChurning(dir, logstore.Config{Logger: quiet})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(2)
@@ -88,7 +89,7 @@ func TestAcknowledgedWritesSurviveSIGKILL(t *testing.T) {
 		tokens := make(map[string]uint64) // acknowledged key → token
 		var maxToken uint64
 		lines := bufio.NewScanner(stdout)
-		for n := 0; n < 400 && lines.Scan(); n++ {
+		for n := 0; n < 4000 && lines.Scan(); n++ {
 			var w, i int
 			var tok uint64
 			if _, err := fmt.Sscan(lines.Text(), &w, &i, &tok); err != nil {
@@ -99,7 +100,7 @@ func TestAcknowledgedWritesSurviveSIGKILL(t *testing.T) {
 		}
 		cmd.Process.Signal(syscall.SIGKILL)
 		cmd.Wait()
-		if len(tokens) < 400 {
+		if len(tokens) < 4000 {
 			t.Fatalf("round %d: child acknowledged only %d steps; stderr: %s", round, len(tokens), stderr.String())
 		}
 

@@ -94,9 +94,11 @@ type Store struct {
 	segs  []*segment
 
 	// Only the committer uses these.
-	active          *os.File // the last segment, open for writing
-	lastAudit       uint64   // the highest audit ID written
-	sinceCheckpoint int64    // bytes written since the last checkpoint began
+	active          *os.File          // the last segment, open for writing
+	activePrepared  bool              // active was made by prepareSegment
+	prepared        chan preparedFile // the next segment's file, once asked for
+	lastAudit       uint64            // the highest audit ID written
+	sinceCheckpoint int64             // bytes written since the last checkpoint began
 
 	lastCheckpoint atomic.Int64 // size of the last checkpoint
 	checkpointing  atomic.Bool
@@ -396,23 +398,39 @@ func (s *Store) commitFilling() bool {
 // group (a bulk acquire) does not pin its memory.
 const maxSpare = 1 << 20
 
-// write appends the sealed group to the log, in a new segment if the
-// active one is full.
+// write appends the sealed group to the log. It goes on in a new segment
+// once the active one is full, or as soon as a prepared file is ready if
+// the active one was not prepared (the one made at open).
 func (s *Store) write(g *group) error {
 	s.segMu.RLock()
 	seg := s.segs[len(s.segs)-1]
 	size := seg.size
 	s.segMu.RUnlock()
-	if size >= s.tune.segmentBytes {
-		next, f, err := createSegment(s.dir, g.seq, s.lastAudit+1)
+	if s.prepared == nil && size >= s.tune.segmentBytes/16 {
+		// Busy enough to need another segment: zero one in the background.
+		s.prepared = make(chan preparedFile, 1)
+		s.background.Go(func() {
+			f, err := prepareSegment(s.dir, s.tune.segmentBytes)
+			s.prepared <- preparedFile{f, err}
+		})
+	}
+	var p preparedFile
+	switch {
+	case size >= s.tune.segmentBytes:
+		p = <-s.prepared
+	case !s.activePrepared && s.prepared != nil:
+		select {
+		case p = <-s.prepared:
+		default:
+		}
+	}
+	if p.f != nil || p.err != nil {
+		s.prepared = nil
+		next, err := s.rotate(p, size, g.seq)
 		if err != nil {
 			return err
 		}
-		s.active.Close()
-		s.active, seg, size = f, next, next.size
-		s.segMu.Lock()
-		s.segs = append(s.segs, next)
-		s.segMu.Unlock()
+		seg, size = next, next.size
 	}
 	if err := s.appendFrame(s.active, size, g.buf); err != nil {
 		return err
@@ -423,6 +441,40 @@ func (s *Store) write(g *group) error {
 	seg.size += int64(len(g.buf))
 	s.segMu.Unlock()
 	return nil
+}
+
+// preparedFile is the outcome of prepareSegment.
+type preparedFile struct {
+	f   *os.File
+	err error
+}
+
+// rotate makes the prepared file the active segment, starting at group
+// seq, and cuts the old one to its size: a segment's size on disk is where
+// its groups end, except for the last one.
+func (s *Store) rotate(p preparedFile, size int64, seq uint64) (*segment, error) {
+	if p.err != nil {
+		return nil, p.err
+	}
+	if err := s.active.Truncate(size); err != nil {
+		p.f.Close()
+		return nil, err
+	}
+	if err := fdatasync(s.active); err != nil {
+		p.f.Close()
+		return nil, err
+	}
+	next, err := installSegment(s.dir, p.f, seq, s.lastAudit+1)
+	if err != nil {
+		p.f.Close()
+		return nil, err
+	}
+	s.active.Close()
+	s.active, s.activePrepared = p.f, true
+	s.segMu.Lock()
+	s.segs = append(s.segs, next)
+	s.segMu.Unlock()
+	return next, nil
 }
 
 // maybeCheckpoint starts a checkpoint in the background once enough log
@@ -505,6 +557,12 @@ func (s *Store) Close() error {
 	close(s.quit)
 	s.mu.Unlock()
 	<-s.done
+	if s.prepared != nil {
+		if p := <-s.prepared; p.f != nil {
+			p.f.Close()
+			os.Remove(p.f.Name())
+		}
+	}
 	s.background.Wait()
 	err := s.active.Close()
 	if uerr := s.unlock(); err == nil {

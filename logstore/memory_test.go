@@ -1,0 +1,39 @@
+package logstore_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/holdfast/holdfast/logstore"
+	"github.com/holdfast/holdfast/store"
+)
+
+// Memory counts what the store keeps in the heap, and still answers after
+// Close.
+func TestMemoryCountsRecords(t *testing.T) {
+	t.Parallel()
+	s := open(t, t.TempDir(), fixed)
+	lock := store.Lock{Key: "policy/1", Session: "s-81", Token: 1, AcquiredAt: t0, ExpiresAt: t0.Add(time.Hour)}
+	err := s.Update(context.Background(), func(tx store.Tx) error {
+		tx.PutSession(store.Session{ID: "s-81", LastSeen: t0})
+		tx.PutSession(store.Session{ID: "s-82", LastSeen: t0, EndedAt: t0, EndReason: "session_ended"})
+		tx.PutLock(lock)
+		tx.AppendAudit(store.AuditEntry{At: t0, Event: "acquired", Lock: lock})
+		tx.PutLost(store.Lost{Lock: store.Lock{Key: "policy/2", Session: "s-81", Token: 2}, Reason: "released", At: t0})
+		return tx.PutLost(store.Lost{Lock: store.Lock{Key: "policy/3", Session: "s-82", Token: 3}, Reason: "session_ended", At: t0})
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := logstore.Memory{Locks: 1, Sessions: 2, Lost: 2}
+	if m := s.Memory(); m != want {
+		t.Errorf("records %+v, want %+v", m, want)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if after := s.Memory(); after != want {
+		t.Errorf("after Close %+v, want %+v", after, want)
+	}
+}

@@ -1,0 +1,367 @@
+package logstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"reflect"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/holdfast/holdfast/store"
+)
+
+var quietLog = slog.New(slog.NewTextHandler(io.Discard, nil))
+
+// small makes segments and checkpoints come often.
+var small = tuning{segmentBytes: 4 << 10, checkpointBytes: 1 << 62}
+
+func openTuned(t *testing.T, dir string, tune tuning) *Store {
+	t.Helper()
+	s, err := open(dir, Config{Now: func() time.Time { return auditT0 }, Logger: quietLog}, tune)
+	if err != nil {
+		t.Fatalf("open: %v", err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+// commit puts two locks of commit i in one transaction, with an audit
+// entry. Writers may run it on goroutines of their own.
+func commit(t *testing.T, s *Store, i int) {
+	t.Helper()
+	err := s.Update(context.Background(), func(tx store.Tx) error {
+		tok, _ := tx.NextToken()
+		tx.PutLock(store.Lock{Key: fmt.Sprintf("p/%d/a", i), Session: "s", Token: tok, Note: "first half"})
+		tx.AppendAudit(store.AuditEntry{At: auditT0.Add(time.Duration(i) * time.Second), Event: "acquired", Lock: store.Lock{Key: fmt.Sprintf("p/%d", i)}})
+		return tx.PutLock(store.Lock{Key: fmt.Sprintf("p/%d/b", i), Session: "s", Token: tok, Note: "second half"})
+	})
+	if err != nil {
+		t.Error(err)
+	}
+}
+
+// present counts the commits there, checking that each is whole and that
+// they are a prefix.
+func present(t *testing.T, s *Store, commits int) int {
+	t.Helper()
+	n := 0
+	s.View(context.Background(), func(tx store.ReadTx) error {
+		for i := range commits {
+			_, a, _ := tx.Lock(fmt.Sprintf("p/%d/a", i), "s")
+			_, b, _ := tx.Lock(fmt.Sprintf("p/%d/b", i), "s")
+			if a != b {
+				t.Errorf("commit %d is half there (a %v, b %v)", i, a, b)
+			}
+			if a && n != i {
+				t.Errorf("commit %d is there but commit %d is not", i, n)
+			}
+			if a {
+				n++
+			}
+		}
+		return nil
+	})
+	return n
+}
+
+// lastSegment is the newest segment holding a group, and where its last
+// group starts and ends.
+func lastSegment(t *testing.T, dir string) (path string, start, end int) {
+	t.Helper()
+	segs, err := listSegments(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := len(segs) - 1; i >= 0; i-- {
+		b, err := os.ReadFile(segs[i].path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		end, _ = frames(b, func(uint64, []byte) error { return nil })
+		for off := headerLen; off < end; {
+			_, _, n, _ := parseFrame(b[off:])
+			start, off = off, off+n
+		}
+		if end > headerLen {
+			return segs[i].path, start, end
+		}
+	}
+	t.Fatal("no group in the log")
+	return "", 0, 0
+}
+
+func copyDir(t *testing.T, from string) string {
+	t.Helper()
+	to := t.TempDir()
+	names, _ := filepath.Glob(filepath.Join(from, "*"))
+	for _, name := range names {
+		b, err := os.ReadFile(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(to, filepath.Base(name)), b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return to
+}
+
+// A crash mid-write leaves any prefix of the last group: cut the log at
+// every byte of it, and reopening gives every commit before it, whole,
+// and not the cut one; garbage or zeros after the last group are ignored.
+func TestTornTailEveryByteRecoversAPrefix(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	const commits = 5
+	s := openTuned(t, dir, defaultTuning)
+	for i := range commits {
+		commit(t, s, i)
+	}
+	s.Close()
+	path, start, end := lastSegment(t, dir)
+	for cut := start; cut < end; cut++ {
+		d := copyDir(t, dir)
+		if err := os.Truncate(filepath.Join(d, filepath.Base(path)), int64(cut)); err != nil {
+			t.Fatal(err)
+		}
+		s := openTuned(t, d, defaultTuning)
+		if n := present(t, s, commits); n != commits-1 {
+			t.Fatalf("cut at byte %d of the last group: %d commits recovered, want %d", cut-start, n, commits-1)
+		}
+		commit(t, s, commits-1) // the log goes on after the cut
+		s.Close()
+		s = openTuned(t, d, defaultTuning)
+		if n := present(t, s, commits); n != commits {
+			t.Fatalf("after the cut at %d and a new commit: %d commits, want %d", cut-start, n, commits)
+		}
+		s.Close()
+	}
+	for name, tail := range map[string][]byte{
+		"garbage": []byte("\x07\x00\x00\x00\x13torn write of a record that never finished"),
+		"zeros":   make([]byte, 4096),
+	} {
+		d := copyDir(t, dir)
+		f, err := os.OpenFile(filepath.Join(d, filepath.Base(path)), os.O_WRONLY|os.O_APPEND, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		f.Write(tail)
+		f.Close()
+		s := openTuned(t, d, defaultTuning)
+		if n := present(t, s, commits); n != commits {
+			t.Errorf("%s after the last group: %d commits, want %d", name, n, commits)
+		}
+		s.Close()
+	}
+}
+
+// A damaged group in a segment that is not the last is not a torn write:
+// open refuses it rather than losing what follows.
+func TestDamageBeforeTheLastSegmentIsRefused(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	s := openTuned(t, dir, small)
+	for i := range 200 {
+		commit(t, s, i)
+	}
+	s.Close()
+	segs, err := listSegments(dir)
+	if err != nil || len(segs) < 3 {
+		t.Fatalf("%d segments, %v; want several", len(segs), err)
+	}
+	b, _ := os.ReadFile(segs[0].path)
+	b[headerLen+frameLen+3] ^= 0xff
+	os.WriteFile(segs[0].path, b, 0o600)
+	if s, err := open(dir, Config{Logger: quietLog}, small); err == nil {
+		s.Close()
+		t.Fatal("opened a log damaged in its middle")
+	} else if !errors.Is(err, errCorrupt) {
+		t.Fatalf("open = %v, want errCorrupt", err)
+	}
+}
+
+func readState(t *testing.T, s *Store) (locks []store.Lock, audit []store.AuditEntry, token uint64) {
+	t.Helper()
+	s.View(context.Background(), func(tx store.ReadTx) (err error) {
+		locks, _ = tx.Locks(store.LockQuery{})
+		audit, err = tx.Audit(store.AuditQuery{})
+		return err
+	})
+	token, _ = s.mem.Counters()
+	return locks, audit, token
+}
+
+// A checkpoint holds the state, so the segments before it go, but only
+// once the audit entries they hold are pruned; open reads the checkpoint
+// and the log after it.
+func TestCheckpointDropsSegmentsOnceTheirAuditIsPruned(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	s := openTuned(t, dir, small)
+	for i := range 200 {
+		commit(t, s, i)
+	}
+	before := len(must(listSegments(dir)))
+	if err := s.checkpoint(); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(must(listSegments(dir))); n != before {
+		t.Fatalf("%d segments after a checkpoint, %d before: segments with live audit entries went", n, before)
+	}
+	if n := pruneAudit(t, s, auditT0.Add(150*time.Second), 0); n != 150 {
+		t.Fatalf("pruned %d, want 150", n)
+	}
+	for i := 200; i < 220; i++ {
+		commit(t, s, i)
+	}
+	if err := s.checkpoint(); err != nil {
+		t.Fatal(err)
+	}
+	after := must(listSegments(dir))
+	if len(after) >= before {
+		t.Fatalf("%d segments after pruning and a checkpoint, %d before", len(after), before)
+	}
+	if after[0].firstAudit > 151 {
+		t.Fatalf("first segment starts at audit ID %d: live entry 151 went", after[0].firstAudit)
+	}
+	locks, audit, token := readState(t, s)
+	if len(locks) != 440 || len(audit) != 70 || audit[0].ID != 151 {
+		t.Fatalf("%d locks, %d audit entries from %d", len(locks), len(audit), audit[0].ID)
+	}
+	s.Close()
+
+	s = openTuned(t, dir, small)
+	l2, a2, tok2 := readState(t, s)
+	if !reflect.DeepEqual(locks, l2) || !reflect.DeepEqual(audit, a2) || token != tok2 {
+		t.Fatalf("after reopen: %d locks, %d audit entries, token %d; before %d, %d, %d", len(l2), len(a2), tok2, len(locks), len(audit), token)
+	}
+	if names, _ := filepath.Glob(filepath.Join(dir, checkpointPrefix+"*")); len(names) != 1 {
+		t.Fatalf("checkpoints left: %v", names)
+	}
+}
+
+// A crash between a checkpoint's rename and the removal of what it covers
+// (and one in the middle of writing the next checkpoint) loses nothing:
+// open reads the newest checkpoint, replays the log after it over it, and
+// removes what is left over.
+func TestCrashBetweenCheckpointAndTruncation(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	s := openTuned(t, dir, small)
+	for i := range 100 {
+		commit(t, s, i)
+	}
+	pruneAudit(t, s, auditT0.Add(time.Hour), 0)
+	seq, _, _, err := s.saveCheckpoint()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Written after the snapshot: replayed over the checkpoint.
+	for i := 100; i < 120; i++ {
+		commit(t, s, i)
+	}
+	err = s.Update(context.Background(), func(tx store.Tx) error { return tx.DeleteLock("p/3/a", "s") })
+	if err != nil {
+		t.Fatal(err)
+	}
+	locks, audit, token := readState(t, s)
+	s.Close()
+	before := len(must(listSegments(dir)))
+	os.WriteFile(filepath.Join(dir, checkpointName(seq+50)+".tmp"), []byte("half a checkpoint"), 0o600)
+
+	s = openTuned(t, dir, small)
+	l2, a2, tok2 := readState(t, s)
+	if !reflect.DeepEqual(locks, l2) || !reflect.DeepEqual(audit, a2) || token != tok2 {
+		t.Fatalf("after reopen: %d locks, %d audit entries, token %d; before %d, %d, %d", len(l2), len(a2), tok2, len(locks), len(audit), token)
+	}
+	if n := len(must(listSegments(dir))); n >= before {
+		t.Fatalf("%d segments after reopen, %d before: the covered ones stayed", n, before)
+	}
+	if tmps, _ := filepath.Glob(filepath.Join(dir, "*.tmp")); len(tmps) != 0 {
+		t.Fatalf("left over: %v", tmps)
+	}
+}
+
+// Checkpoints taken while writers run, and segments prepared and rotated
+// under them, lose nothing.
+func TestCheckpointsUnderLoad(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	s := openTuned(t, dir, tuning{segmentBytes: 16 << 10, checkpointBytes: 32 << 10})
+	var writers sync.WaitGroup
+	for w := range 4 {
+		writers.Go(func() {
+			for i := w; i < 1000; i += 4 {
+				commit(t, s, i)
+			}
+		})
+	}
+	writers.Wait()
+	locks, audit, token := readState(t, s)
+	s.Close()
+	if names, _ := filepath.Glob(filepath.Join(dir, checkpointPrefix+"*")); len(names) == 0 {
+		t.Fatal("no checkpoint was written")
+	}
+	s = openTuned(t, dir, small)
+	l2, a2, tok2 := readState(t, s)
+	if len(locks) != 2000 || !reflect.DeepEqual(locks, l2) || !reflect.DeepEqual(audit, a2) || token != tok2 {
+		t.Fatalf("after reopen: %d locks, %d audit entries, token %d; before %d, %d, %d", len(l2), len(a2), tok2, len(locks), len(audit), token)
+	}
+}
+
+func TestFailedWriteFailsClosed(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	ctx := context.Background()
+	s := openTuned(t, dir, defaultTuning)
+	put := func(key string) error {
+		return s.Update(ctx, func(tx store.Tx) error { return tx.PutLock(store.Lock{Key: key, Session: "s"}) })
+	}
+	if err := put("kept"); err != nil {
+		t.Fatal(err)
+	}
+
+	diskFull := errors.New("no space left on device")
+	s.appendFrame = func(*os.File, int64, []byte) error { return diskFull }
+	if err := put("lost"); !errors.Is(err, store.ErrUnavailable) {
+		t.Fatalf("Update with a failing disk = %v, want ErrUnavailable", err)
+	}
+	// Memory is ahead of disk now: nothing may be answered from it.
+	for name, err := range map[string]error{
+		"Ping":   s.Ping(ctx),
+		"Update": put("later"),
+		"View":   s.View(ctx, func(store.ReadTx) error { return nil }),
+	} {
+		if !errors.Is(err, store.ErrUnavailable) {
+			t.Errorf("%s after a failed write = %v, want ErrUnavailable", name, err)
+		}
+	}
+	if err := s.Close(); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+
+	// A restart recovers the last durable state.
+	s = openTuned(t, dir, defaultTuning)
+	s.View(ctx, func(tx store.ReadTx) error {
+		if _, ok, _ := tx.Lock("kept", "s"); !ok {
+			t.Error("the durable write is gone")
+		}
+		if _, ok, _ := tx.Lock("lost", "s"); ok {
+			t.Error("the failed write is there")
+		}
+		return nil
+	})
+}
+
+func must[T any](v T, err error) T {
+	if err != nil {
+		panic(err)
+	}
+	return v
+}

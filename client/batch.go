@@ -158,12 +158,24 @@ var (
 // would fail on, it fails on.
 func (r *reader) batchResult(res *Result, op Op) {
 	f := fields{r: r, names: resultFields}
-	var body, errBody []byte
+	var (
+		body, errBody []byte
+		out           any // what op.result gave for the body
+		read          bool
+	)
 	r.object(func(name []byte) {
 		switch f.known(name) {
 		case 0:
 			res.Status = r.int()
 		case 1:
+			// The server writes the status first: a success's body is read
+			// in place rather than skipped and read again.
+			if f.seen&1 != 0 && res.Status == http.StatusOK {
+				out = op.result(res)
+				if read = r.result(out); read {
+					return
+				}
+			}
 			body = r.raw()
 		case 2:
 			errBody = r.raw()
@@ -178,11 +190,17 @@ func (r *reader) batchResult(res *Result, op Op) {
 			return
 		}
 		res.Err = mapError(res.Status, http.Header{}, &e)
-	case body == nil || errBody != nil:
-		// No body, or an error to check: rare enough for decodeBatch.
+	case errBody != nil:
+		// An error beside a success: rare enough to leave to decodeBatch.
+		r.fail()
+	case read:
+	case body == nil:
 		r.fail()
 	default:
-		if decodeResult(body, op.result(res)) != nil {
+		if out == nil {
+			out = op.result(res)
+		}
+		if decodeResult(body, out) != nil {
 			r.fail()
 		}
 	}

@@ -137,7 +137,7 @@ func (c *Client) roundTrip(ctx context.Context, method, path string, query url.V
 		return nil, &holdfast.UnavailableError{Err: err}
 	}
 	defer resp.Body.Close()
-	answer, err := io.ReadAll(io.LimitReader(resp.Body, maxResponseBytes))
+	answer, err := readAnswer(resp)
 	if err != nil {
 		return nil, &holdfast.UnavailableError{Err: fmt.Errorf("reading %s response: %w", path, err)}
 	}
@@ -145,6 +145,21 @@ func (c *Client) roundTrip(ctx context.Context, method, path string, query url.V
 		return nil, responseError(resp.StatusCode, resp.Header, answer)
 	}
 	return answer, nil
+}
+
+// readAnswer reads a response body of at most maxResponseBytes, into a
+// buffer of its announced length: a batch's answer would otherwise be
+// copied through half a dozen growing ones.
+func readAnswer(resp *http.Response) ([]byte, error) {
+	size := int64(bytes.MinRead)
+	if n := resp.ContentLength; n > 0 && n <= maxResponseBytes {
+		// The spare MinRead bytes let the read that meets the end go
+		// without growing the buffer.
+		size += n
+	}
+	buf := bytes.NewBuffer(make([]byte, 0, size))
+	_, err := buf.ReadFrom(io.LimitReader(resp.Body, maxResponseBytes))
+	return buf.Bytes(), err
 }
 
 // do sends one request and decodes a 200 answer into out (unless nil).

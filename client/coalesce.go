@@ -35,6 +35,10 @@ type pendingOp struct {
 	done chan Result // buffered: the sender never waits for the caller
 }
 
+// resultChans recycles the channels that carry one result to its caller,
+// which were a good part of the coalescer's allocations.
+var resultChans = sync.Pool{New: func() any { return make(chan Result, 1) }}
+
 func newCoalescer(c *Client, linger time.Duration, max int) *coalescer {
 	if max <= 0 || max > maxBatchOps {
 		max = maxBatchOps
@@ -49,7 +53,7 @@ const maxBatchOps = 1000
 // error if ctx ends first (the operation may still be carried out, as a
 // request cut off in flight may).
 func (k *coalescer) do(ctx context.Context, op Op) Result {
-	p := pendingOp{op: op, done: make(chan Result, 1)}
+	p := pendingOp{op: op, done: resultChans.Get().(chan Result)}
 	k.mu.Lock()
 	k.pending = append(k.pending, p)
 	var batch []pendingOp
@@ -65,8 +69,10 @@ func (k *coalescer) do(ctx context.Context, op Op) Result {
 	}
 	select {
 	case r := <-p.done:
+		resultChans.Put(p.done)
 		return r
 	case <-ctx.Done():
+		// The result will still be sent: the channel is not reused.
 		return Result{Err: &holdfast.UnavailableError{Err: ctx.Err()}}
 	}
 }

@@ -42,6 +42,27 @@ func decodeResult(body []byte, out any) error {
 	return json.Unmarshal(body, out)
 }
 
+// result reads the next value into out, which must be fresh, when out is
+// one of the results the reader knows; known is false, and nothing read,
+// for any other.
+func (r *reader) result(out any) (known bool) {
+	switch v := out.(type) {
+	case *holdfast.AcquireResult:
+		r.acquireResult(v)
+	case *holdfast.ReleaseResult:
+		r.releaseResult(v)
+	case *holdfast.RenewResult:
+		r.renewResult(v)
+	case *holdfast.VerifyResult:
+		r.verifyResult(v)
+	case *holdfast.EndSessionResult:
+		r.endSessionResult(v)
+	default:
+		return false
+	}
+	return true
+}
+
 // readWhole decodes body, which must be one JSON object, into a fresh
 // value and stores it in out only if the reader succeeded: encoding/json
 // must not start from a half-filled value.

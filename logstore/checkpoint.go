@@ -40,10 +40,11 @@ func checkpointName(seq uint64) string { return fmt.Sprintf("%s%016x", checkpoin
 var errStopped = errors.New("store closing")
 
 // checkpoint writes a checkpoint of the current state, then removes the
-// segments and checkpoints it makes useless.
-func (s *Store) checkpoint() error {
+// segments and checkpoints it makes useless. It gives up once stop is
+// closed.
+func (s *Store) checkpoint(stop <-chan struct{}) error {
 	start := time.Now()
-	seq, pruned, size, err := s.saveCheckpoint()
+	seq, pruned, size, err := s.saveCheckpoint(stop)
 	if err != nil {
 		return err
 	}
@@ -57,7 +58,7 @@ func (s *Store) checkpoint() error {
 // saveCheckpoint writes a checkpoint of the current state, durably, and
 // returns the first group it does not hold, the prune watermark it holds
 // and its size.
-func (s *Store) saveCheckpoint() (seq, pruned uint64, size int64, err error) {
+func (s *Store) saveCheckpoint(stop <-chan struct{}) (seq, pruned uint64, size int64, err error) {
 	var wait *group
 	snap := s.mem.Snapshot(func() {
 		// Between two commits: every group before the filling one is in
@@ -69,7 +70,7 @@ func (s *Store) saveCheckpoint() (seq, pruned uint64, size int64, err error) {
 		s.mu.Unlock()
 		pruned = s.prunedThrough
 	})
-	size, err = s.writeCheckpoint(snap, seq, pruned, wait)
+	size, err = s.writeCheckpoint(snap, seq, pruned, wait, stop)
 	if err == nil {
 		s.lastCheckpoint.Store(size)
 	}
@@ -79,13 +80,13 @@ func (s *Store) saveCheckpoint() (seq, pruned uint64, size int64, err error) {
 // writeCheckpoint writes snap as the checkpoint that precedes group seq,
 // once the state it holds is durable in the log (wait), so that it never
 // holds a write the log could still lose.
-func (s *Store) writeCheckpoint(snap *memdb.Snapshot, seq, pruned uint64, wait *group) (int64, error) {
+func (s *Store) writeCheckpoint(snap *memdb.Snapshot, seq, pruned uint64, wait *group, stop <-chan struct{}) (int64, error) {
 	tmp := filepath.Join(s.dir, checkpointName(seq)+".tmp")
 	f, err := os.OpenFile(tmp, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o600)
 	if err != nil {
 		return 0, err
 	}
-	w := &checkpointWriter{f: f, stop: s.quit, buf: newFrame(make([]byte, 0, checkpointFrame+64<<10))}
+	w := &checkpointWriter{f: f, stop: stop, buf: newFrame(make([]byte, 0, checkpointFrame+64<<10))}
 	_, w.err = f.Write(header{magic: checkpointMagic, firstSeq: seq, firstAudit: pruned}.encode())
 	w.size = headerLen
 	w.write(snap)
@@ -258,10 +259,6 @@ func (s *Store) loadCheckpoint() (seq, pruned uint64, err error) {
 	if h.firstSeq != seq {
 		return 0, 0, fmt.Errorf("%s holds the state before group %d: %w", path, h.firstSeq, errCorrupt)
 	}
-	// A load allocates almost only what it keeps: collections on the way
-	// would mark the growing heap again and again for nothing, so the
-	// collector waits until it is done (as in pebblestore).
-	defer pauseGC()()
 	ld := s.mem.Load()
 	defer ld.Close()
 	var (

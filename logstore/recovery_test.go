@@ -208,7 +208,7 @@ func TestCheckpointDropsSegmentsOnceTheirAuditIsPruned(t *testing.T) {
 		commit(t, s, i)
 	}
 	before := len(must(listSegments(dir)))
-	if err := s.checkpoint(); err != nil {
+	if err := s.checkpoint(nil); err != nil {
 		t.Fatal(err)
 	}
 	if n := len(must(listSegments(dir))); n != before {
@@ -220,7 +220,7 @@ func TestCheckpointDropsSegmentsOnceTheirAuditIsPruned(t *testing.T) {
 	for i := 200; i < 220; i++ {
 		commit(t, s, i)
 	}
-	if err := s.checkpoint(); err != nil {
+	if err := s.checkpoint(nil); err != nil {
 		t.Fatal(err)
 	}
 	after := must(listSegments(dir))
@@ -258,7 +258,7 @@ func TestCrashBetweenCheckpointAndTruncation(t *testing.T) {
 		commit(t, s, i)
 	}
 	pruneAudit(t, s, auditT0.Add(time.Hour), 0)
-	seq, _, _, err := s.saveCheckpoint()
+	seq, _, _, err := s.saveCheckpoint(nil)
 	if err != nil {
 		t.Fatal(err)
 	}

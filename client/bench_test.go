@@ -94,3 +94,32 @@ func BenchmarkCycle(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkHeartbeatBatch is the batched heartbeat workload of holdfast
+// bench: one op is one /v1/batch keeping 1000 sessions alive.
+func BenchmarkHeartbeatBatch(b *testing.B) {
+	c, err := client.New(client.Config{BaseURL: benchServer(b)})
+	if err != nil {
+		b.Fatal(err)
+	}
+	ops := make([]client.Op, 1000)
+	for i := range ops {
+		ops[i] = client.HeartbeatOp(holdfast.HeartbeatRequest{Session: fmt.Sprintf("bench-heartbeat-%d", i)})
+	}
+	ctx := context.Background()
+	b.ReportAllocs()
+	b.ResetTimer()
+	cpu := processCPU()
+	for b.Loop() {
+		results, err := c.Batch(ctx, ops)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if results[0].Err != nil {
+			b.Fatal(results[0].Err)
+		}
+	}
+	if cpu > 0 {
+		b.ReportMetric(float64(processCPU()-cpu)/float64(time.Microsecond)/float64(b.N), "cpu-µs/op")
+	}
+}

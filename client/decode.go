@@ -35,6 +35,8 @@ func decodeResult(body []byte, out any) error {
 		ok = readWhole(body, v, (*reader).verifyResult)
 	case *holdfast.EndSessionResult:
 		ok = readWhole(body, v, (*reader).endSessionResult)
+	case *holdfast.HeartbeatResult:
+		ok = readWhole(body, v, (*reader).heartbeatResult)
 	}
 	if ok {
 		return nil
@@ -57,6 +59,8 @@ func (r *reader) result(out any) (known bool) {
 		r.verifyResult(v)
 	case *holdfast.EndSessionResult:
 		r.endSessionResult(v)
+	case *holdfast.HeartbeatResult:
+		r.heartbeatResult(v)
 	default:
 		return false
 	}
@@ -122,10 +126,15 @@ func (r *reader) expect(c byte) {
 	r.i++
 }
 
+// peekNull reports whether a null comes next, without consuming it.
+func (r *reader) peekNull() bool {
+	r.ws()
+	return !r.failed && len(r.b)-r.i >= 4 && string(r.b[r.i:r.i+4]) == "null"
+}
+
 // null consumes a null if one comes next.
 func (r *reader) null() bool {
-	r.ws()
-	if !r.failed && len(r.b)-r.i >= 4 && string(r.b[r.i:r.i+4]) == "null" {
+	if r.peekNull() {
 		r.i += 4
 		return true
 	}
@@ -288,6 +297,33 @@ func (r *reader) raw() []byte {
 		return nil
 	}
 	return r.b[start:r.i]
+}
+
+// unmarshaler hands the next value, null included, to the field's own
+// UnmarshalJSON, exactly as encoding/json would.
+func (r *reader) unmarshaler(u json.Unmarshaler) {
+	if raw := r.raw(); !r.failed && u.UnmarshalJSON(raw) != nil {
+		r.fail()
+	}
+}
+
+// holdfastTime reads a holdfast.Time. A plain string is parsed as its
+// UnmarshalJSON parses one, without that method's detour through
+// encoding/json; anything else goes to the method.
+func (r *reader) holdfastTime(t *holdfast.Time) {
+	if !r.peek('"') {
+		r.unmarshaler(t)
+		return
+	}
+	s := r.rawString()
+	if r.failed {
+		return
+	}
+	v, err := time.Parse(time.RFC3339Nano, string(s))
+	if err != nil {
+		r.fail()
+	}
+	*t = holdfast.Time(v)
 }
 
 // skip consumes any one JSON value, checking its syntax.
@@ -582,6 +618,81 @@ func (r *reader) endSessionResult(v *holdfast.EndSessionResult) {
 	r.object(func(name []byte) {
 		if f.known(name) == 0 {
 			v.Released = r.locks()
+		}
+	})
+}
+
+var heartbeatFields = []string{"session", "lost"}
+
+func (r *reader) heartbeatResult(v *holdfast.HeartbeatResult) {
+	f := fields{r: r, names: heartbeatFields}
+	r.object(func(name []byte) {
+		switch f.known(name) {
+		case 0:
+			r.sessionInfo(&v.Session)
+		case 1:
+			v.Lost = []holdfast.LostLock{}
+			r.array(func() {
+				if r.null() {
+					r.fail() // a zero element: left to encoding/json
+					return
+				}
+				v.Lost = append(v.Lost, holdfast.LostLock{})
+				r.lostLock(&v.Lost[len(v.Lost)-1])
+			})
+		}
+	})
+}
+
+var sessionFields = []string{"id", "user", "name", "last_seen", "idle_timeout_seconds", "expires_at", "locks"}
+
+func (r *reader) sessionInfo(s *holdfast.SessionInfo) {
+	f := fields{r: r, names: sessionFields}
+	r.object(func(name []byte) {
+		if string(name) == "idle_timeout_seconds" && r.peekNull() {
+			// Duration's UnmarshalJSON refuses null, which known would
+			// skip.
+			r.fail()
+			return
+		}
+		switch f.known(name) {
+		case 0:
+			s.ID = r.string()
+		case 1:
+			if u := r.rawString(); string(u) == s.ID {
+				s.User = s.ID
+			} else {
+				s.User = string(u)
+			}
+		case 2:
+			s.Name = r.string()
+		case 3:
+			r.holdfastTime(&s.LastSeen)
+		case 4:
+			r.unmarshaler(&s.IdleTimeout)
+		case 5:
+			s.ExpiresAt = new(holdfast.Time)
+			r.holdfastTime(s.ExpiresAt)
+		case 6:
+			s.Locks = r.int()
+		}
+	})
+}
+
+var lostFields = []string{"lock", "reason", "actor", "force_reason"}
+
+func (r *reader) lostLock(l *holdfast.LostLock) {
+	f := fields{r: r, names: lostFields}
+	r.object(func(name []byte) {
+		switch f.known(name) {
+		case 0:
+			r.lock(&l.Lock)
+		case 1:
+			l.Reason = holdfast.LostReason(r.rawString())
+		case 2:
+			l.Actor = r.string()
+		case 3:
+			l.ForceReason = r.string()
 		}
 	})
 }

@@ -82,6 +82,10 @@ func FuzzEncode(f *testing.F) {
 const fuzzLock = `{"key":"policy/1","requested_key":"policy/1","mode":"exclusive","owner":{"session":"s-81","user":"s-81","name":"Bob"},` +
 	`"token":4711,"note":"review","acquired_at":"2026-11-30T10:47:00.000Z","expires_at":"2026-11-30T12:47:00.000Z"}`
 
+const heartbeatAnswer = `{"session":{"id":"s-81","user":"u-7","name":"Bob","last_seen":"2026-11-30T10:47:00.000Z",` +
+	`"idle_timeout_seconds":30,"expires_at":"2026-11-30T10:47:30.000Z","locks":2},` +
+	`"lost":[{"lock":` + fuzzLock + `,"reason":"expired","actor":"a","force_reason":"f"}]}`
+
 // resultSeeds are answers as the server writes them, and near misses that
 // the reader must leave to encoding/json or decode just as it does.
 var resultSeeds = []string{
@@ -114,6 +118,16 @@ var resultSeeds = []string{
 	`{"locks":[` + fuzzLock + `]`,
 	`null`,
 	`{"lock":{"owner":{"session":"s","user":"s","name":"\xff"}}}`,
+	heartbeatAnswer,
+	`{"session":{"id":"s","user":"s","last_seen":"2026-11-30T10:47:00Z","expires_at":null,"locks":0},"lost":[]}`,
+	`{"session":{"id":"s","idle_timeout_seconds":null}}`,
+	`{"session":{"id":"s","idle_timeout_seconds":0}}`,
+	`{"session":{"id":"s","idle_timeout_seconds":"30"}}`,
+	`{"session":{"id":"s","idle_timeout_seconds":1e-3,"IDLE_TIMEOUT_SECONDS":2}}`,
+	`{"session":{"last_seen":"2026-11-30T10:47:00.000+01:00","expires_at":"\u0032026-11-30T10:47:00Z"}}`,
+	`{"session":{"last_seen":5,"expires_at":{}}}`,
+	`{"session":{"last_seen":null,"locks":-3},"lost":[null]}`,
+	`{"session":null,"lost":null}`,
 }
 
 func FuzzDecodeResult(f *testing.F) {
@@ -126,6 +140,7 @@ func FuzzDecodeResult(f *testing.F) {
 		compareDecoding(t, body, (*reader).renewResult)
 		compareDecoding(t, body, (*reader).verifyResult)
 		compareDecoding(t, body, (*reader).endSessionResult)
+		compareDecoding(t, body, (*reader).heartbeatResult)
 	})
 }
 
@@ -157,6 +172,15 @@ func TestReaderDecodesServerAnswers(t *testing.T) {
 			!readWhole([]byte(s), &v, (*reader).verifyResult) {
 			t.Errorf("the reader left %s to encoding/json", s)
 		}
+	}
+	var h holdfast.HeartbeatResult
+	if !readWhole([]byte(heartbeatAnswer), &h, (*reader).heartbeatResult) {
+		t.Fatalf("the reader left %s to encoding/json", heartbeatAnswer)
+	}
+	if h.Session.ID != "s-81" || h.Session.User != "u-7" || h.Session.Locks != 2 || h.Session.ExpiresAt == nil ||
+		h.Session.IdleTimeout != holdfast.Duration(30*time.Second) || len(h.Lost) != 1 ||
+		h.Lost[0].Reason != holdfast.LostExpired || h.Lost[0].Lock.Token != 4711 || h.Lost[0].ForceReason != "f" {
+		t.Errorf("read %+v", h)
 	}
 	var a holdfast.AcquireResult
 	if !readWhole([]byte(resultSeeds[0]), &a, (*reader).acquireResult) {

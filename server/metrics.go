@@ -3,6 +3,7 @@ package server
 import (
 	"net/http"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -24,6 +25,40 @@ type Metrics struct {
 	operations      *prometheus.CounterVec
 	opDuration      *prometheus.HistogramVec
 	streams         prometheus.Gauge
+
+	// The series of each request and operation, looked up once:
+	// WithLabelValues hashes the values and takes the vector's lock on
+	// every call, which every request paid for twice.
+	requestSeries seriesCache[requestLabels, requestMetrics]
+	opSeries      seriesCache[opLabels, opMetrics]
+}
+
+type requestLabels struct {
+	route, method string
+	status        int
+}
+
+type requestMetrics struct {
+	count    prometheus.Counter
+	duration prometheus.Observer // nil for event streams
+}
+
+type opLabels struct{ op, outcome string }
+
+type opMetrics struct {
+	count    prometheus.Counter
+	duration prometheus.Observer
+}
+
+// seriesCache holds the series of metric vectors by their labels.
+type seriesCache[K comparable, S any] struct{ m sync.Map }
+
+func (c *seriesCache[K, S]) get(labels K, create func() S) S {
+	if s, ok := c.m.Load(labels); ok {
+		return s.(S)
+	}
+	s, _ := c.m.LoadOrStore(labels, create())
+	return s.(S)
 }
 
 var _ holdfast.Observer = (*Metrics)(nil)
@@ -73,17 +108,27 @@ func (m *Metrics) Observe(op string, d time.Duration, err error) {
 	if err != nil {
 		_, outcome = classify(err)
 	}
-	m.operations.WithLabelValues(op, outcome).Inc()
-	m.opDuration.WithLabelValues(op).Observe(d.Seconds())
+	s := m.opSeries.get(opLabels{op, outcome}, func() opMetrics {
+		return opMetrics{count: m.operations.WithLabelValues(op, outcome), duration: m.opDuration.WithLabelValues(op)}
+	})
+	s.count.Inc()
+	s.duration.Observe(d.Seconds())
 }
 
 func (m *Metrics) observeRequest(route, method string, status int, d time.Duration) {
 	if !knownMethod(method) {
 		method = "other"
 	}
-	m.requests.WithLabelValues(route, method, strconv.Itoa(status)).Inc()
-	if route != "/v1/events" {
-		m.requestDuration.WithLabelValues(route, method).Observe(d.Seconds())
+	s := m.requestSeries.get(requestLabels{route, method, status}, func() requestMetrics {
+		s := requestMetrics{count: m.requests.WithLabelValues(route, method, strconv.Itoa(status))}
+		if route != "/v1/events" {
+			s.duration = m.requestDuration.WithLabelValues(route, method)
+		}
+		return s
+	})
+	s.count.Inc()
+	if s.duration != nil {
+		s.duration.Observe(d.Seconds())
 	}
 }
 

@@ -57,11 +57,19 @@ func (t *auditTx) Audit(q store.AuditQuery) ([]store.AuditEntry, error) {
 // PruneAudit prunes the oldest entries in ID order, on the ground that At
 // grows with ID in one store; it stops at the first entry it keeps, so it
 // never walks the entries it keeps.
+//
+// The sweep asks every second; the oldest entry it kept last time (or the
+// absence of any newer entry) answers without reading the log until that
+// entry is old enough.
 func (t *auditTx) PruneAudit(before time.Time, limit int) (int, error) {
 	from := max(t.s.prunedThrough, t.pruned) + 1
+	if h := t.s.auditHead; from > t.s.auditEnd || (h.from == from && !h.at.Before(before)) {
+		return 0, nil
+	}
 	n := 0
 	err := t.s.scanAudit(from, func(e *store.AuditEntry) bool {
 		if !e.At.Before(before) || (limit > 0 && n >= limit) {
+			t.s.auditHead = auditHead{from: e.ID, at: e.At}
 			return false
 		}
 		t.pruned = e.ID
@@ -69,6 +77,14 @@ func (t *auditTx) PruneAudit(before time.Time, limit int) (int, error) {
 		return true
 	})
 	return n, err
+}
+
+// auditHead is the oldest entry of the log from ID from on, as a
+// PruneAudit found it: a fact about the log that holds whether that
+// transaction committed or not. Used under the engine's write lock.
+type auditHead struct {
+	from uint64
+	at   time.Time
 }
 
 // listAudit answers an audit query by walking the log by ID from the

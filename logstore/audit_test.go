@@ -5,7 +5,10 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -242,4 +245,41 @@ func TestPruneAuditOnDisk(t *testing.T) {
 	if got := ids(listAudit(t, s, store.AuditQuery{})); !reflect.DeepEqual(got, []uint64{9}) {
 		t.Fatalf("log after reopen and append: %v", got)
 	}
+}
+
+// The sweep prunes every second: once a prune has found the oldest entry
+// it keeps, or there is no entry left, the next ones answer without
+// reading the log (here, without the files) until that entry is old
+// enough.
+func TestPruneAuditSkipsTheLogUntilTheOldestEntryIsDue(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	s := openAuditStore(t, dir)
+	appendAuditEntries(t, s)
+	if n := pruneAudit(t, s, auditT0.Add(90*time.Second), 0); n != 2 {
+		t.Fatalf("pruned %d, want 2", n)
+	}
+	hide := func(suffix, from string) {
+		names, _ := filepath.Glob(filepath.Join(dir, "*.log"+from))
+		for _, name := range names {
+			if err := os.Rename(name, strings.TrimSuffix(name, from)+suffix); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	hide(".hidden", "")
+	for range 3 {
+		if n := pruneAudit(t, s, auditT0.Add(2*time.Minute), 0); n != 0 {
+			t.Fatalf("pruned %d with nothing due", n)
+		}
+	}
+	hide("", ".hidden")
+	if n := pruneAudit(t, s, auditT0.Add(time.Hour), 0); n != 6 {
+		t.Fatalf("pruned %d, want the 6 left", n)
+	}
+	hide(".hidden", "")
+	if n := pruneAudit(t, s, auditT0.Add(2*time.Hour), 0); n != 0 {
+		t.Fatalf("pruned %d from an empty log", n)
+	}
+	hide("", ".hidden")
 }

@@ -88,6 +88,10 @@ type Store struct {
 	// reached: listings skip every entry up to it. Used under the
 	// engine's lock.
 	prunedThrough uint64
+	auditHead     auditHead
+	// auditEnd is the highest audit ID committed; used under the
+	// engine's lock.
+	auditEnd uint64
 
 	// segMu guards segs and their sizes: audit readers read the segments
 	// while the committer appends and a checkpoint drops old ones.
@@ -214,6 +218,7 @@ func (s *Store) recover() error {
 		segs = segs[:n-1]
 	}
 	_, s.lastAudit = s.mem.Counters()
+	s.auditEnd = s.lastAudit
 	seg, f, err := createSegment(s.dir, next, s.lastAudit+1)
 	if err != nil {
 		return err
@@ -307,6 +312,7 @@ func (s *Store) enqueue(changes []memdb.Change, pruned uint64) *group {
 			continue
 		case memdb.KindAudit:
 			g.lastAudit = max(g.lastAudit, c.Audit.ID)
+			s.auditEnd = max(s.auditEnd, c.Audit.ID)
 		}
 		buf, err := appendChange(g.buf, c)
 		if err != nil {

@@ -79,14 +79,20 @@ func (c *Client) Batch(ctx context.Context, ops []Op) ([]Result, error) {
 		}
 	}
 	body = append(body, "]}"...)
-	answer, err := c.roundTrip(ctx, http.MethodPost, "/v1/batch", nil, body)
+	var out []Result
+	err := c.roundTrip(ctx, http.MethodPost, "/v1/batch", nil, body, func(answer []byte) error {
+		var ok bool
+		if out, ok = readBatch(answer, ops); ok {
+			return nil
+		}
+		var err error
+		out, err = decodeBatch(answer, ops)
+		return err
+	})
 	if err != nil {
 		return nil, err
 	}
-	if out, ok := readBatch(answer, ops); ok {
-		return out, nil
-	}
-	return decodeBatch(answer, ops)
+	return out, nil
 }
 
 // decodeBatch decodes the answer of /v1/batch with encoding/json.

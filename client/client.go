@@ -21,6 +21,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/holdfast/holdfast"
@@ -123,55 +124,79 @@ func (c *Client) newRequest(ctx context.Context, method, path string, query url.
 	return req, nil
 }
 
-// roundTrip sends one request and returns the body of a 200 answer. Any
+// roundTrip sends one request and hands the body of a 200 answer to
+// decode, which must not keep it: the buffer serves later answers. Any
 // other status becomes the error the server's code stands for.
-func (c *Client) roundTrip(ctx context.Context, method, path string, query url.Values, body []byte) ([]byte, error) {
+func (c *Client) roundTrip(ctx context.Context, method, path string, query url.Values, body []byte, decode func(answer []byte) error) error {
 	req, err := c.newRequest(ctx, method, path, query, body)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	resp, err := c.http.Do(req)
 	if err != nil {
 		// The server may or may not have acted on the request. Every
 		// operation of the API can be retried with the same session.
-		return nil, &holdfast.UnavailableError{Err: err}
+		return &holdfast.UnavailableError{Err: err}
 	}
 	defer resp.Body.Close()
-	answer, err := readAnswer(resp)
-	if err != nil {
-		return nil, &holdfast.UnavailableError{Err: fmt.Errorf("reading %s response: %w", path, err)}
+	buf := readAnswer(resp)
+	defer buf.release()
+	if buf.err != nil {
+		return &holdfast.UnavailableError{Err: fmt.Errorf("reading %s response: %w", path, buf.err)}
 	}
 	if resp.StatusCode != http.StatusOK {
-		return nil, responseError(resp.StatusCode, resp.Header, answer)
+		return responseError(resp.StatusCode, resp.Header, buf.Bytes())
 	}
-	return answer, nil
+	return decode(buf.Bytes())
 }
 
-// readAnswer reads a response body of at most maxResponseBytes, into a
-// buffer of its announced length: a batch's answer would otherwise be
-// copied through half a dozen growing ones.
-func readAnswer(resp *http.Response) ([]byte, error) {
-	size := int64(bytes.MinRead)
+// answer is a response body read into a buffer that answers recycles: a
+// batch's answer is many kilobytes, and allocating one for each was the
+// largest part of the coalescing client's garbage.
+type answer struct {
+	bytes.Buffer
+	err error
+}
+
+var answers = sync.Pool{New: func() any { return new(answer) }}
+
+// maxPooledAnswer bounds the buffers kept for reuse, so that one large
+// listing does not stay in memory.
+const maxPooledAnswer = 1 << 20
+
+func (a *answer) release() {
+	if a.Cap() <= maxPooledAnswer {
+		a.Reset()
+		a.err = nil
+		answers.Put(a)
+	}
+}
+
+// readAnswer reads a response body of at most maxResponseBytes. The buffer
+// grows at once to the announced length: a batch's answer would otherwise
+// be copied through half a dozen growing ones.
+func readAnswer(resp *http.Response) *answer {
+	a := answers.Get().(*answer)
 	if n := resp.ContentLength; n > 0 && n <= maxResponseBytes {
 		// The spare MinRead bytes let the read that meets the end go
 		// without growing the buffer.
-		size += n
+		a.Grow(int(n) + bytes.MinRead)
 	}
-	buf := bytes.NewBuffer(make([]byte, 0, size))
-	_, err := buf.ReadFrom(io.LimitReader(resp.Body, maxResponseBytes))
-	return buf.Bytes(), err
+	_, a.err = a.ReadFrom(io.LimitReader(resp.Body, maxResponseBytes))
+	return a
 }
 
 // do sends one request and decodes a 200 answer into out (unless nil).
 func (c *Client) do(ctx context.Context, method, path string, query url.Values, body []byte, out any) error {
-	answer, err := c.roundTrip(ctx, method, path, query, body)
-	if err != nil || out == nil {
-		return err
-	}
-	if err := decodeResult(answer, out); err != nil {
-		return fmt.Errorf("decoding %s response: %w", path, err)
-	}
-	return nil
+	return c.roundTrip(ctx, method, path, query, body, func(answer []byte) error {
+		if out == nil {
+			return nil
+		}
+		if err := decodeResult(answer, out); err != nil {
+			return fmt.Errorf("decoding %s response: %w", path, err)
+		}
+		return nil
+	})
 }
 
 func (c *Client) post(ctx context.Context, path string, in, out any) error {

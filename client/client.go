@@ -35,8 +35,11 @@ type Config struct {
 	// Token is sent as "Authorization: Bearer Token" when not empty.
 	Token string
 	// HTTPClient carries the requests; default a client without a timeout,
-	// so that each call's context decides how long it may take. A Timeout
-	// set here also cuts the event stream of Events.
+	// so that each call's context decides how long it may take, whose
+	// transport keeps up to 100 idle connections to the server (Go's
+	// default of two makes concurrent callers open and close connections
+	// all the time). A Timeout set here also cuts the event
+	// stream of Events.
 	HTTPClient *http.Client
 	// UserAgent is sent with every request; default "holdfast-go-client".
 	UserAgent string
@@ -53,6 +56,10 @@ type Config struct {
 	// at most, 1000.
 	MaxBatch int
 }
+
+// maxIdleConns is how many idle connections to the server the default
+// HTTP client keeps for reuse.
+const maxIdleConns = 100
 
 // Client calls a holdfast server. It is safe for concurrent use.
 type Client struct {
@@ -90,6 +97,11 @@ func New(cfg Config) (*Client, error) {
 	c := &Client{base: base, token: cfg.Token, http: cfg.HTTPClient, userAgent: cfg.UserAgent}
 	if c.http == nil {
 		c.http = &http.Client{}
+		if dt, ok := http.DefaultTransport.(*http.Transport); ok {
+			tr := dt.Clone()
+			tr.MaxIdleConns, tr.MaxIdleConnsPerHost = maxIdleConns, maxIdleConns
+			c.http.Transport = tr
+		}
 	}
 	if c.userAgent == "" {
 		c.userAgent = "holdfast-go-client"

@@ -34,15 +34,28 @@ func newInstanceID() string {
 }
 
 // queueNotify queues the notifications of the audit entries this
-// transaction appended, in as many payloads as they need, before its
-// COMMIT.
+// transaction appended, in as many payloads as they need, after its
+// COMMIT, in the same round trip.
+//
+// Not inside the transaction: a transaction that notifies holds a lock
+// that every notifying transaction of the database takes at commit, from
+// before its commit record until the record is flushed, so notifying
+// commits would each wait for the previous one's disk flush instead of
+// sharing it. After the COMMIT, the notifications form an implicit
+// transaction of their own (committed at the end of the round trip) that
+// does not wait for the disk: its lock is held for a moment, and the
+// entries it announces are durable already. A crash of the database may
+// lose it, as it loses the listeners' connections. If the COMMIT fails,
+// PostgreSQL skips the statements after it; and listeners read the
+// entries back by id, so a notification of entries that were never
+// committed would find none.
 func (t *tx) queueNotify(b *pgx.Batch) {
 	if len(t.notified) == 0 {
 		return
 	}
 	var p strings.Builder
 	flush := func() {
-		b.Queue(`SELECT pg_notify($1, $2)`, t.s.schema, p.String())
+		b.Queue(`SELECT set_config('synchronous_commit', 'off', true), pg_notify($1, $2)`, t.s.schema, p.String())
 		p.Reset()
 	}
 	for _, id := range t.notified {

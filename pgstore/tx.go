@@ -199,11 +199,11 @@ func (t *tx) commit() error {
 		b.Queue(`SET LOCAL synchronous_commit TO off`)
 	}
 	committed := false
-	t.queueNotify(b)
 	b.Queue(`COMMIT`).Exec(func(ct pgconn.CommandTag) error {
 		committed = ct.String() == "COMMIT"
 		return nil
 	})
+	t.queueNotify(b)
 	err := t.send(b)
 	t.ended = err == nil
 	if err == nil && !committed {

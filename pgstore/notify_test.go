@@ -1,0 +1,122 @@
+package pgstore_test
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/holdfast/holdfast"
+	"github.com/holdfast/holdfast/internal/pgtest"
+	"github.com/holdfast/holdfast/pgstore"
+	"github.com/holdfast/holdfast/store"
+)
+
+// batchSQL records the statements of each round trip a pool sends.
+type batchSQL struct {
+	mu      sync.Mutex
+	batches [][]string
+}
+
+func (r *batchSQL) TraceBatchStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceBatchStartData) context.Context {
+	r.mu.Lock()
+	r.batches = append(r.batches, nil)
+	r.mu.Unlock()
+	return ctx
+}
+func (r *batchSQL) TraceBatchQuery(_ context.Context, _ *pgx.Conn, d pgx.TraceBatchQueryData) {
+	r.mu.Lock()
+	r.batches[len(r.batches)-1] = append(r.batches[len(r.batches)-1], d.SQL)
+	r.mu.Unlock()
+}
+func (r *batchSQL) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData) {}
+func (r *batchSQL) TraceQueryStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceQueryStartData) context.Context {
+	return ctx
+}
+func (r *batchSQL) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
+
+// A store with Notify announces its commits to Listen on another store of
+// the same schema, and does so after its COMMIT, in the same round trip:
+// a NOTIFY inside the transaction would hold PostgreSQL's database-wide
+// notification lock until the commit is on disk, so that the commits of
+// concurrent transactions would each wait for the previous one's flush.
+func TestNotifyAfterCommit(t *testing.T) {
+	t.Parallel()
+	schema := newSchema(t, testPool(t))
+	cfg, err := pgxpool.ParseConfig(pgtest.SharedDSN(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	traced := &batchSQL{}
+	cfg.ConnConfig.Tracer = traced
+	cfg.MaxConns = 2
+	pool, err := pgxpool.NewWithConfig(t.Context(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	sender, err := pgstore.New(t.Context(), pool, pgstore.Config{Schema: schema, Logger: quiet, Notify: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sender.Close()
+	listener := open(t, testPool(t), schema, nil)
+
+	heard := make(chan []store.AuditEntry, 16)
+	ctx, cancel := context.WithCancel(t.Context())
+	listening := make(chan error, 1)
+	go func() { listening <- listener.Listen(ctx, func(es []store.AuditEntry) { heard <- es }) }()
+	defer func() {
+		cancel()
+		<-listening
+	}()
+
+	m, err := holdfast.New(sender, holdfast.Config{SweepInterval: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	// Listen connects in the background: acquire until it hears one.
+	var got []store.AuditEntry
+	deadline := time.After(10 * time.Second)
+	for i := 0; got == nil; i++ {
+		key := "policy/" + string(rune('a'+i%26))
+		if _, err := m.Acquire(t.Context(), holdfast.AcquireRequest{Keys: []string{key},
+			Owner: holdfast.Owner{Session: "s-notify"}}); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case got = <-heard:
+		case <-time.After(100 * time.Millisecond):
+		case <-deadline:
+			t.Fatal("the listener heard no commit of the notifying store")
+		}
+	}
+	if got[0].Event != "acquired" || got[0].Lock.Session != "s-notify" {
+		t.Errorf("heard %+v, want the acquire of s-notify", got[0])
+	}
+
+	traced.mu.Lock()
+	defer traced.mu.Unlock()
+	notified := 0
+	for _, b := range traced.batches {
+		commit := slices.Index(b, "COMMIT")
+		for i, sql := range b {
+			if !strings.Contains(sql, "pg_notify") {
+				continue
+			}
+			notified++
+			if commit < 0 || i < commit {
+				t.Errorf("pg_notify sent before the COMMIT of its round trip: %q", b)
+			}
+		}
+	}
+	if notified == 0 {
+		t.Error("no round trip sent pg_notify")
+	}
+}

@@ -9,8 +9,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/url"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -103,6 +105,33 @@ func (c *Config) defaults() error {
 		return errors.New("the holdfast executable is needed to start servers")
 	}
 	return nil
+}
+
+// postgresConns is how many connections each system on PostgreSQL may
+// open: the lock table's pool, and the pool of the holdfast server over
+// PostgreSQL, so that both have the same connections to work with.
+func (c *Config) postgresConns() int {
+	if c.PostgresConns > 0 {
+		return c.PostgresConns
+	}
+	return c.Clients
+}
+
+// withPoolSize returns dsn with pgx's pool_max_conns set to n, unless it
+// sets a pool size itself. The server's default, the greater of 4 and
+// the number of CPUs, would let it run only that many transactions at
+// once where the lock table runs n.
+func withPoolSize(dsn string, n int) string {
+	if strings.Contains(dsn, "pool_max_conns") {
+		return dsn
+	}
+	if u, err := url.Parse(dsn); err == nil && (u.Scheme == "postgres" || u.Scheme == "postgresql") {
+		q := u.Query()
+		q.Set("pool_max_conns", strconv.Itoa(n))
+		u.RawQuery = q.Encode()
+		return u.String()
+	}
+	return dsn + " pool_max_conns=" + strconv.Itoa(n) // keyword=value form
 }
 
 func contains(list []string, s string) bool {
@@ -217,7 +246,7 @@ func (r *runner) setUp(ctx context.Context) error {
 	r.holdfastBatched = &system{name: "holdfast, coalesced into /v1/batch", t: &httpTarget{batched}, server: proc, holdfast: true}
 
 	if cfg.HoldfastPostgres != "" {
-		if p, err := r.startHoldfast(ctx, cfg.HoldfastPostgres); err != nil {
+		if p, err := r.startHoldfast(ctx, withPoolSize(cfg.HoldfastPostgres, cfg.postgresConns())); err != nil {
 			r.logf("skipping holdfast over PostgreSQL: %v", err)
 		} else if err := r.addHoldfastPG(p); err != nil {
 			return err
@@ -293,11 +322,7 @@ func (r *runner) connectPeers(ctx context.Context) {
 	if cfg.Postgres == "" {
 		r.logf("skipping the PostgreSQL lock table: no --postgres DSN given")
 	} else {
-		conns := cfg.PostgresConns
-		if conns <= 0 {
-			conns = cfg.Clients
-		}
-		t, err := newPGTarget(ctx, cfg.Postgres, conns)
+		t, err := newPGTarget(ctx, cfg.Postgres, cfg.postgresConns())
 		add("PostgreSQL lock table", pgAddr(cfg.Postgres), t, err)
 	}
 	if cfg.Redis == "" {

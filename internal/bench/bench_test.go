@@ -80,3 +80,20 @@ func TestServerCostIsReadFromProc(t *testing.T) {
 		t.Errorf("RSS of this process = %d (%v), want > 0", rss, ok)
 	}
 }
+
+// The holdfast server over PostgreSQL gets as many connections as the
+// lock table, in either form of DSN, unless the DSN sizes its pool.
+func TestWithPoolSize(t *testing.T) {
+	t.Parallel()
+	for dsn, want := range map[string]string{
+		"postgres://u@db:5432/app?sslmode=disable": "postgres://u@db:5432/app?pool_max_conns=64&sslmode=disable",
+		"postgresql://u@db/app":                    "postgresql://u@db/app?pool_max_conns=64",
+		"postgres://u@db/app?pool_max_conns=8":     "postgres://u@db/app?pool_max_conns=8",
+		"host=db dbname=app":                       "host=db dbname=app pool_max_conns=64",
+		"host=db dbname=app pool_max_conns=8":      "host=db dbname=app pool_max_conns=8",
+	} {
+		if got := withPoolSize(dsn, 64); got != want {
+			t.Errorf("withPoolSize(%q, 64) = %q, want %q", dsn, got, want)
+		}
+	}
+}

@@ -15,15 +15,20 @@ func (m *Manager) Acquire(ctx context.Context, req AcquireRequest) (*AcquireResu
 	if err := validateAcquire(req); err != nil {
 		return nil, err
 	}
-	res := &AcquireResult{}
-	err := m.update(ctx, "acquire", scope{keys: req.Keys, session: req.Owner.Session}, func(o *op) error {
-		return o.acquire(req, res)
-	})
-	if err != nil {
+	a := &acquireOp{req: req}
+	if err := m.apply(ctx, "acquire", scope{keys: req.Keys, session: req.Owner.Session}, a); err != nil {
 		return nil, err
 	}
-	return res, nil
+	return &a.res, nil
 }
+
+// acquireOp is an acquire as an operation (see operation).
+type acquireOp struct {
+	req AcquireRequest
+	res AcquireResult
+}
+
+func (a *acquireOp) run(o *op) error { return o.acquire(a.req, &a.res) }
 
 func validateAcquire(req AcquireRequest) error {
 	if err := validateKeys("keys", req.Keys, true); err != nil {
@@ -164,9 +169,10 @@ func (o *op) acquire(req AcquireRequest, res *AcquireResult) error {
 }
 
 // resolveWanted resolves keys through aggregates, de-duplicates them and
-// sorts them into canonical order, with the mode each key takes.
+// sorts them into canonical order, with the mode each key takes, in a
+// buffer o keeps.
 func (o *op) resolveWanted(req AcquireRequest) ([]wanted, error) {
-	wants := make([]wanted, 0, len(req.Keys))
+	wants := o.wants[:0]
 	for i, k := range req.Keys {
 		key, err := o.resolve("keys", k)
 		if err != nil {
@@ -187,6 +193,7 @@ func (o *op) resolveWanted(req AcquireRequest) ([]wanted, error) {
 		wants = append(wants, w)
 	}
 	slices.SortFunc(wants, func(a, b wanted) int { return cmp.Compare(a.key, b.key) })
+	o.wants = wants
 	return wants, nil
 }
 

@@ -85,7 +85,7 @@ func batchOf(ctx context.Context) *batch {
 }
 
 // update runs one operation of the batch in its transaction.
-func (b *batch) update(name string, sc scope, fn func(o *op) error) error {
+func (b *batch) update(name string, sc scope, do operation) error {
 	if b.touched != nil {
 		b.touched.add(sc)
 		return errGathering
@@ -93,7 +93,7 @@ func (b *batch) update(name string, sc scope, fn func(o *op) error) error {
 	if b.failed != nil {
 		return b.failed
 	}
-	p := newPending(nil, name, sc, fn, time.Time{})
+	p := newPending(nil, name, sc, do, time.Time{})
 	if p.run(b.m, b.tx) {
 		b.failed = p.err
 		err := p.err

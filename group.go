@@ -40,7 +40,7 @@ type pending struct {
 	ctx   context.Context
 	name  string
 	scope scope
-	fn    func(o *op) error
+	do    operation
 	start time.Time
 
 	op  op    // its state in the transaction; op.audit is what it wrote
@@ -65,15 +65,15 @@ var pendings = sync.Pool{New: func() any {
 	return p
 }}
 
-func newPending(ctx context.Context, name string, sc scope, fn func(o *op) error, start time.Time) *pending {
+func newPending(ctx context.Context, name string, sc scope, do operation, start time.Time) *pending {
 	p := pendings.Get().(*pending)
-	p.ctx, p.name, p.scope, p.fn, p.start = ctx, name, sc, fn, start
+	p.ctx, p.name, p.scope, p.do, p.start = ctx, name, sc, do, start
 	return p
 }
 
 // recycle returns p to the pool once its caller has its answer.
 func (p *pending) recycle() {
-	p.ctx, p.name, p.scope, p.fn, p.err, p.group = nil, "", scope{}, nil, nil, nil
+	p.ctx, p.name, p.scope, p.do, p.err, p.group = nil, "", scope{}, nil, nil, nil
 	p.op.forget()
 	p.leader = leader{body: p.leader.body}
 	pendings.Put(p)
@@ -86,7 +86,7 @@ func (p *pending) recycle() {
 // is true either way and is kept.
 func (p *pending) run(m *Manager, tx store.Tx) (failed bool) {
 	p.op.begin(m, tx)
-	p.err = p.fn(&p.op)
+	p.err = p.do.run(&p.op)
 	return p.err != nil && !isRefusal(p.err)
 }
 

@@ -22,47 +22,55 @@ func (m *Manager) Release(ctx context.Context, req ReleaseRequest) (*ReleaseResu
 	if req.Token != 0 && len(req.Keys) != 1 {
 		return nil, invalid("token", "token can be given with one key only")
 	}
-	res := &ReleaseResult{}
-	err := m.update(ctx, "release", scope{keys: req.Keys, session: req.Session}, func(o *op) error {
-		*res = ReleaseResult{Released: make([]Lock, 0, len(req.Keys)), NotHeld: []string{}}
-		if _, _, err := o.touch(req.Session); err != nil {
-			return err
-		}
-		held := make([]store.Lock, 0, 2) // on the stack for one or two keys
-		for _, k := range req.Keys {
-			key, err := o.resolve("keys", k)
-			if err != nil {
-				return err
-			}
-			l, ok, err := o.liveLock(key, req.Session)
-			if err != nil {
-				return err
-			}
-			if !ok || slices.ContainsFunc(held, func(h store.Lock) bool { return h.Key == key }) {
-				if !ok {
-					res.NotHeld = append(res.NotHeld, k)
-				}
-				continue
-			}
-			if req.Token != 0 && l.Token != req.Token {
-				return staleToken(l, req.Token)
-			}
-			held = append(held, l)
-			out := toLock(l)
-			out.RequestedKey = k
-			res.Released = append(res.Released, out)
-		}
-		for _, l := range held {
-			if err := o.drop(l, LostReleased, EventReleased, "", "", true); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
-	if err != nil {
+	r := &releaseOp{req: req}
+	if err := m.apply(ctx, "release", scope{keys: req.Keys, session: req.Session}, r); err != nil {
 		return nil, err
 	}
-	return res, nil
+	return &r.res, nil
+}
+
+// releaseOp is a release as an operation (see operation).
+type releaseOp struct {
+	req ReleaseRequest
+	res ReleaseResult
+}
+
+func (r *releaseOp) run(o *op) error {
+	req, res := &r.req, &r.res
+	*res = ReleaseResult{Released: make([]Lock, 0, len(req.Keys)), NotHeld: []string{}}
+	if _, _, err := o.touch(req.Session); err != nil {
+		return err
+	}
+	held := make([]store.Lock, 0, 2) // on the stack for one or two keys
+	for _, k := range req.Keys {
+		key, err := o.resolve("keys", k)
+		if err != nil {
+			return err
+		}
+		l, ok, err := o.liveLock(key, req.Session)
+		if err != nil {
+			return err
+		}
+		if !ok || slices.ContainsFunc(held, func(h store.Lock) bool { return h.Key == key }) {
+			if !ok {
+				res.NotHeld = append(res.NotHeld, k)
+			}
+			continue
+		}
+		if req.Token != 0 && l.Token != req.Token {
+			return staleToken(l, req.Token)
+		}
+		held = append(held, l)
+		out := toLock(l)
+		out.RequestedKey = k
+		res.Released = append(res.Released, out)
+	}
+	for _, l := range held {
+		if err := o.drop(l, LostReleased, EventReleased, "", "", true); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // liveLock returns the session's lock on exactly key if it is still held,

@@ -67,10 +67,28 @@ func (m *Manager) Subscribe(prefix string) (entries <-chan AuditEntry, cancel fu
 // another group's operations run share the next transaction (see
 // grouper); sc names what fn will touch, for stores that read ahead.
 func (m *Manager) update(ctx context.Context, name string, sc scope, fn func(o *op) error) error {
+	return m.apply(ctx, name, sc, opFunc(fn))
+}
+
+// operation is what an update runs in its transaction: a closure (opFunc),
+// or, for the operations that make most of the traffic (acquire, release,
+// heartbeat), a struct that holds the request and the result, so that
+// running one costs a single allocation instead of one each for the
+// closure, the request it captures and the result.
+type operation interface {
+	run(o *op) error
+}
+
+type opFunc func(o *op) error
+
+func (f opFunc) run(o *op) error { return f(o) }
+
+// apply is update for an operation of any kind.
+func (m *Manager) apply(ctx context.Context, name string, sc scope, do operation) error {
 	if b := batchOf(ctx); b != nil {
-		return b.update(name, sc, fn)
+		return b.update(name, sc, do)
 	}
-	p := newPending(ctx, name, sc, fn, m.started())
+	p := newPending(ctx, name, sc, do, m.started())
 	if g, lead := m.groups.join(p); lead {
 		m.lead(p, g)
 	}

@@ -109,6 +109,7 @@ type op struct {
 	readOp
 	tx    store.Tx
 	audit []AuditEntry // written by this operation, published after commit
+	wants []wanted     // resolveWanted's buffer
 }
 
 // begin makes o a new operation in tx.
@@ -120,22 +121,23 @@ func (o *op) begin(m *Manager, tx store.Tx) {
 // forget drops what o refers to, keeping its buffers unless they grew
 // large (a sweep's).
 func (o *op) forget() {
-	clear(o.audit)
-	o.audit = o.audit[:0]
-	if cap(o.audit) > keptBuffer {
-		o.audit = nil
-	}
-	clear(o.relatedBuf)
-	o.relatedBuf = o.relatedBuf[:0]
-	if cap(o.relatedBuf) > keptBuffer {
-		o.relatedBuf = nil
-	}
-	o.readOp = readOp{sessions: o.sessions.emptied(), relatedBuf: o.relatedBuf, collect: o.collect}
+	o.audit = reuse(o.audit)
+	o.wants = reuse(o.wants)
+	o.readOp = readOp{sessions: o.sessions.emptied(), relatedBuf: reuse(o.relatedBuf), collect: o.collect}
 	o.tx = nil
 }
 
 // keptBuffer bounds the buffers a pooled operation keeps.
 const keptBuffer = 16
+
+// reuse returns buf emptied, or nil if it grew past keptBuffer.
+func reuse[T any](buf []T) []T {
+	clear(buf)
+	if cap(buf) > keptBuffer {
+		return nil
+	}
+	return buf[:0]
+}
 
 func (o *readOp) session(id string) (store.Session, bool, error) {
 	if v, ok := o.sessions.get(id); ok {

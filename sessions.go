@@ -19,61 +19,69 @@ func (m *Manager) Heartbeat(ctx context.Context, req HeartbeatRequest) (*Heartbe
 	if req.IdleTimeout < 0 {
 		return nil, invalid("idle_timeout_seconds", "idle_timeout_seconds must be greater than 0")
 	}
-	var res *HeartbeatResult
-	err := m.update(ctx, "heartbeat", scope{session: req.Session}, func(o *op) error {
-		s, ok, err := o.session(req.Session)
-		if err != nil {
-			return err
-		}
-		if ok && o.idle(s) {
-			if _, err := o.endSession(s, LostSessionExpired); err != nil {
-				return err
-			}
-			s, _, _ = o.session(req.Session)
-		}
-		if ok && s.Ended() {
-			return o.endedError(s)
-		}
-		activity := ok && (req.IdleTimeout == 0 || time.Duration(req.IdleTimeout) == s.IdleTimeout)
-		if !ok {
-			s = store.Session{ID: req.Session}
-		}
-		s.LastSeen = o.now
-		if req.IdleTimeout > 0 {
-			s.IdleTimeout = time.Duration(req.IdleTimeout)
-		}
-		put := o.putSession
-		if activity {
-			// Nothing but LastSeen changes: the bulk of all traffic, and
-			// worth no fsync of its own.
-			put = o.touchSession
-		}
-		if err := put(s); err != nil {
-			return err
-		}
-		locks, err := o.tx.SessionLocks(s.ID)
-		if err != nil {
-			return err
-		}
-		held := 0
-		for _, l := range locks {
-			if ok, err := o.stillHeld(l); err != nil {
-				return err
-			} else if ok {
-				held++
-			}
-		}
-		lost, err := o.reportLost(s.ID)
-		if err != nil {
-			return err
-		}
-		res = &HeartbeatResult{Session: o.sessionInfo(s, held), Lost: lost}
-		return nil
-	})
-	if err != nil {
+	h := &heartbeatOp{req: req}
+	if err := m.apply(ctx, "heartbeat", scope{session: req.Session}, h); err != nil {
 		return nil, err
 	}
-	return res, nil
+	return &h.res, nil
+}
+
+// heartbeatOp is a heartbeat as an operation (see operation).
+type heartbeatOp struct {
+	req HeartbeatRequest
+	res HeartbeatResult
+}
+
+func (h *heartbeatOp) run(o *op) error {
+	req := &h.req
+	s, ok, err := o.session(req.Session)
+	if err != nil {
+		return err
+	}
+	if ok && o.idle(s) {
+		if _, err := o.endSession(s, LostSessionExpired); err != nil {
+			return err
+		}
+		s, _, _ = o.session(req.Session)
+	}
+	if ok && s.Ended() {
+		return o.endedError(s)
+	}
+	activity := ok && (req.IdleTimeout == 0 || time.Duration(req.IdleTimeout) == s.IdleTimeout)
+	if !ok {
+		s = store.Session{ID: req.Session}
+	}
+	s.LastSeen = o.now
+	if req.IdleTimeout > 0 {
+		s.IdleTimeout = time.Duration(req.IdleTimeout)
+	}
+	put := o.putSession
+	if activity {
+		// Nothing but LastSeen changes: the bulk of all traffic, and
+		// worth no fsync of its own.
+		put = o.touchSession
+	}
+	if err := put(s); err != nil {
+		return err
+	}
+	locks, err := o.tx.SessionLocks(s.ID)
+	if err != nil {
+		return err
+	}
+	held := 0
+	for _, l := range locks {
+		if ok, err := o.stillHeld(l); err != nil {
+			return err
+		} else if ok {
+			held++
+		}
+	}
+	lost, err := o.reportLost(s.ID)
+	if err != nil {
+		return err
+	}
+	h.res = HeartbeatResult{Session: o.sessionInfo(s, held), Lost: lost}
+	return nil
 }
 
 // reportLost returns the session's losses not yet reported and marks them

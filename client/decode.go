@@ -2,6 +2,7 @@ package client
 
 import (
 	"encoding/json"
+	"reflect"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -19,34 +20,35 @@ import (
 // instead, so results and errors never differ (fuzz_test.go compares the
 // two).
 
-// decodeResult decodes a successful answer into out, by hand when out is
-// one of the results the reader knows and the body is plain enough, else
-// with encoding/json.
+// decodeResult decodes a successful answer into out, which must point at
+// a zero value: by hand when out is one of the results the reader knows
+// and the body is plain enough, else with encoding/json.
 func decodeResult(body []byte, out any) error {
-	ok := false
-	switch v := out.(type) {
-	case *holdfast.AcquireResult:
-		ok = readWhole(body, v, (*reader).acquireResult)
-	case *holdfast.ReleaseResult:
-		ok = readWhole(body, v, (*reader).releaseResult)
-	case *holdfast.RenewResult:
-		ok = readWhole(body, v, (*reader).renewResult)
-	case *holdfast.VerifyResult:
-		ok = readWhole(body, v, (*reader).verifyResult)
-	case *holdfast.EndSessionResult:
-		ok = readWhole(body, v, (*reader).endSessionResult)
-	case *holdfast.HeartbeatResult:
-		ok = readWhole(body, v, (*reader).heartbeatResult)
-	}
-	if ok {
+	if readResult(body, out) {
 		return nil
 	}
 	return json.Unmarshal(body, out)
 }
 
-// result reads the next value into out, which must be fresh, when out is
-// one of the results the reader knows; known is false, and nothing read,
-// for any other.
+// readResult decodes body, one JSON object, into out, which must point at
+// a zero value, by hand. When it gives up, it leaves out zero again, for
+// encoding/json must not start from a half-filled value.
+func readResult(body []byte, out any) bool {
+	r := reader{b: body}
+	if !r.peek('{') || !r.result(out) {
+		return false
+	}
+	r.ws()
+	if r.failed || r.i != len(r.b) {
+		reflect.ValueOf(out).Elem().SetZero()
+		return false
+	}
+	return true
+}
+
+// result reads the next value into out, which must point at a zero value,
+// when out is one of the results the reader knows; known is false, and
+// nothing read, for any other.
 func (r *reader) result(out any) (known bool) {
 	switch v := out.(type) {
 	case *holdfast.AcquireResult:
@@ -64,25 +66,6 @@ func (r *reader) result(out any) (known bool) {
 	default:
 		return false
 	}
-	return true
-}
-
-// readWhole decodes body, which must be one JSON object, into a fresh
-// value and stores it in out only if the reader succeeded: encoding/json
-// must not start from a half-filled value.
-func readWhole[T any](body []byte, out *T, read func(*reader, *T)) bool {
-	r := reader{b: body}
-	var v T
-	r.ws()
-	if !r.peek('{') {
-		return false
-	}
-	read(&r, &v)
-	r.ws()
-	if r.failed || r.i != len(r.b) {
-		return false
-	}
-	*out = v
 	return true
 }
 

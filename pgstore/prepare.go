@@ -89,8 +89,8 @@ func (t *tx) readAhead(keys, sessions, unknownAggregates []string) error {
 		if len(unknownAggregates) > 0 {
 			t.queueAggregates(b, unknownAggregates)
 		}
-		if len(read) > 0 {
-			b.Queue(t.s.q.relatedAll, exact, low, high).Query(func(rows pgx.Rows) (err error) {
+		if len(read) > 0 || len(readSessions) > 0 {
+			b.Queue(t.s.q.locksAhead, exact, low, high, readSessions).Query(func(rows pgx.Rows) (err error) {
 				found, err = scanLocks(rows)
 				return err
 			})
@@ -98,11 +98,6 @@ func (t *tx) readAhead(keys, sessions, unknownAggregates []string) error {
 		if len(readSessions) > 0 {
 			b.Queue(t.s.q.sessionsByID, readSessions).Query(func(rows pgx.Rows) (err error) {
 				foundSessions, err = scanSessions(rows)
-				return err
-			})
-			b.Queue(t.s.q.sessionsLocks, readSessions).Query(func(rows pgx.Rows) error {
-				ls, err := scanLocks(rows)
-				found = append(found, ls...)
 				return err
 			})
 			b.Queue(t.s.q.sessionsLost, readSessions).Query(func(rows pgx.Rows) error {
@@ -116,12 +111,7 @@ func (t *tx) readAhead(keys, sessions, unknownAggregates []string) error {
 				return rows.Err()
 			})
 		}
-		if tokens > 0 {
-			t.drawTokens(b, tokens)
-		}
-		if auditIDs > 0 {
-			t.drawAuditIDs(b, auditIDs)
-		}
+		t.drawAhead(tokens, auditIDs)
 	})
 	if err != nil {
 		return err

@@ -8,17 +8,16 @@ import (
 
 // queries holds the fixed SQL of one schema, built once.
 type queries struct {
-	takeLocks                string
-	nextTokens, nextAuditIDs string
+	takeLocks, draw string
 
-	lock, related, relatedAll, sessionLocks, sessionsLocks, locksByRef, expiredLocks string
-	putLocks, deleteLocks                                                            string
+	lock, related, locksAhead, sessionLocks, locksByRef, expiredLocks string
+	putLocks, deleteLocks                                             string
 
 	session, checkSession                     string
 	sessionsByID, idleSessions, endedSessions string
 	putSessions, deleteSessions               string
 
-	startWrite, startRead string
+	startRead string
 
 	aggregates, aggregatesOf, allAggregates string
 	putAggregate, deleteAggregate           string
@@ -48,12 +47,15 @@ const (
 func newQueries(schema string) queries {
 	s := quote(schema)
 	return queries{
-		schema:       s,
-		takeLocks:    `SELECT ` + s + `.take_locks($1::bigint[], $2::boolean[], $3::boolean[], '` + briefWait + `')`,
-		nextTokens:   `SELECT nextval('` + s + `.token_seq') FROM generate_series(1, $1)`,
-		nextAuditIDs: `SELECT nextval('` + s + `.audit_id_seq') FROM generate_series(1, $1)`,
-		startWrite:   `SELECT now(), EXISTS (SELECT FROM ` + s + `.aggregates), nextval('` + s + `.audit_id_seq')`,
-		startRead:    `SELECT now(), EXISTS (SELECT FROM ` + s + `.aggregates), 0::bigint`,
+		schema:    s,
+		takeLocks: `SELECT ` + s + `.take_locks($1::bigint[], $2::boolean[], $3::boolean[], '` + briefWait + `')`,
+		// The transaction's clock and whether any aggregate is mapped, with
+		// $1 tokens and $2 audit ids: a write transaction's start and its
+		// draws of a round trip in one statement.
+		draw: `SELECT now(), EXISTS (SELECT FROM ` + s + `.aggregates),
+			ARRAY(SELECT nextval('` + s + `.token_seq') FROM generate_series(1, $1::int)),
+			ARRAY(SELECT nextval('` + s + `.audit_id_seq') FROM generate_series(1, $2::int))`,
+		startRead: `SELECT now(), EXISTS (SELECT FROM ` + s + `.aggregates)`,
 
 		lock: `SELECT ` + lockCols + ` FROM ` + s + `.locks WHERE key = $1 AND session = $2`,
 		// The key itself and its ancestors by the exact list, descendants
@@ -62,14 +64,16 @@ func newQueries(schema string) queries {
 			UNION ALL
 			SELECT ` + lockCols + ` FROM ` + s + `.locks WHERE key >= $2 AND key < $3
 			ORDER BY key, session`,
-		// related for many keys at once: the exact list of every key and
-		// ancestor, and one range per key. A row may come twice.
-		relatedAll: `SELECT ` + lockCols + ` FROM ` + s + `.locks WHERE key = ANY($1::text[])
+		// related for many keys at once (the exact list of every key and
+		// ancestor, and one range per key) and the locks of many sessions,
+		// in one statement. A row may come more than once.
+		locksAhead: `SELECT ` + lockCols + ` FROM ` + s + `.locks WHERE key = ANY($1::text[])
 			UNION ALL
 			SELECT ` + lockCols + ` FROM unnest($2::text[], $3::text[]) AS r (low, high),
-				LATERAL (SELECT ` + lockCols + ` FROM ` + s + `.locks WHERE key >= r.low AND key < r.high) l`,
-		sessionLocks:  `SELECT ` + lockCols + ` FROM ` + s + `.locks WHERE session = $1 ORDER BY key`,
-		sessionsLocks: `SELECT ` + lockCols + ` FROM ` + s + `.locks WHERE session = ANY($1::text[])`,
+				LATERAL (SELECT ` + lockCols + ` FROM ` + s + `.locks WHERE key >= r.low AND key < r.high) l
+			UNION ALL
+			SELECT ` + lockCols + ` FROM ` + s + `.locks WHERE session = ANY($4::text[])`,
+		sessionLocks: `SELECT ` + lockCols + ` FROM ` + s + `.locks WHERE session = $1 ORDER BY key`,
 		locksByRef: `SELECT ` + lockCols + ` FROM ` + s + `.locks
 			WHERE (key, session) IN (SELECT * FROM unnest($1::text[], $2::text[])) AND expires_at <= $3
 			ORDER BY expires_at, key, session`,

@@ -76,6 +76,11 @@ type tx struct {
 	// token must be drawn after the locks of its key are held, so that it
 	// is above the token of every conflicting grant committed before.
 	tokens, auditIDs []int64
+	// What the next round trip draws, in one statement after everything
+	// else it sends (see queueDraw): at least so many tokens and audit
+	// ids, and, when starting, the start of a write transaction.
+	wantTokens, wantAuditIDs int
+	starting                 bool
 	// notified are the audit ids to announce at commit (Config.Notify).
 	notified []int64
 }
@@ -123,34 +128,68 @@ func (t *tx) batch() *pgx.Batch {
 // the locks and writes so far, then the transaction's start time, the
 // clock of every decision it takes (one instant, on the clock every
 // server shares), and whether any aggregate is mapped. A write
-// transaction also draws an audit id ahead, since most append one.
+// transaction reads those with its first draws, at the end of the round
+// trip, and draws an audit id ahead, since most append one.
 func (t *tx) start(b *pgx.Batch) {
-	sql := t.s.q.startRead
+	t.begun = true
 	if t.write {
 		b.Queue(`BEGIN ISOLATION LEVEL READ COMMITTED`)
-		sql = t.s.q.startWrite
-	} else {
-		b.Queue(`BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY`)
+		t.flush(b)
+		t.starting = true
+		t.drawAhead(0, 1)
+		return
 	}
+	b.Queue(`BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY`)
 	t.flush(b)
-	b.Queue(sql).QueryRow(func(row pgx.Row) error {
-		var (
-			anyAggregates bool
-			auditID       int64
-		)
-		if err := row.Scan(&t.now, &anyAggregates, &auditID); err != nil {
+	b.Queue(t.s.q.startRead).QueryRow(func(row pgx.Row) error {
+		var anyAggregates bool
+		if err := row.Scan(&t.now, &anyAggregates); err != nil {
 			return err
 		}
-		if t.write {
-			t.auditIDs = append(t.auditIDs, auditID)
-		}
-		t.now, t.noAggregates = t.now.UTC(), !anyAggregates
-		if t.s.now != nil {
-			t.now = t.s.now().UTC()
-		}
+		t.began(anyAggregates)
 		return nil
 	})
-	t.begun = true
+}
+
+// began sets the transaction's clock, read as it started.
+func (t *tx) began(anyAggregates bool) {
+	t.now, t.noAggregates = t.now.UTC(), !anyAggregates
+	if t.s.now != nil {
+		t.now = t.s.now().UTC()
+	}
+}
+
+// drawAhead asks the next round trip to draw at least so many tokens and
+// audit ids beyond those drawn already.
+func (t *tx) drawAhead(tokens, auditIDs int) {
+	t.wantTokens, t.wantAuditIDs = max(t.wantTokens, tokens), max(t.wantAuditIDs, auditIDs)
+}
+
+// queueDraw queues what drawAhead and start asked for, in one statement,
+// last: after the advisory locks b takes, so that its tokens are good for
+// grants of their keys.
+func (t *tx) queueDraw(b *pgx.Batch) {
+	if !t.starting && t.wantTokens <= 0 && t.wantAuditIDs <= 0 {
+		return
+	}
+	starting := t.starting
+	b.Queue(t.s.q.draw, max(t.wantTokens, 0), max(t.wantAuditIDs, 0)).QueryRow(func(row pgx.Row) error {
+		var (
+			now              time.Time
+			anyAggregates    bool
+			tokens, auditIDs []int64
+		)
+		if err := row.Scan(&now, &anyAggregates, &tokens, &auditIDs); err != nil {
+			return err
+		}
+		if starting {
+			t.now = now
+			t.began(anyAggregates)
+		}
+		t.tokens, t.auditIDs = appendDrawn(t.tokens, tokens), appendDrawn(t.auditIDs, auditIDs)
+		return nil
+	})
+	t.starting, t.wantTokens, t.wantAuditIDs = false, 0, 0
 }
 
 // flush queues the advisory locks still needed and the queued writes.
@@ -179,13 +218,14 @@ func (t *tx) send(b *pgx.Batch) error {
 }
 
 // exchange sends the pending locks and writes with the statements that
-// add queues, in one round trip.
+// add queues, and the draws they ask for, in one round trip.
 func (t *tx) exchange(add func(b *pgx.Batch)) error {
 	if t.err != nil {
 		return t.err
 	}
 	b := t.batch()
 	add(b)
+	t.queueDraw(b)
 	return t.send(b)
 }
 
@@ -195,6 +235,7 @@ func (t *tx) commit() error {
 		return t.err
 	}
 	b := t.batch()
+	t.queueDraw(b)
 	if t.touched && !t.durable {
 		b.Queue(`SET LOCAL synchronous_commit TO off`)
 	}
@@ -359,7 +400,7 @@ func (t *tx) Related(key string, fn func(store.Lock) bool) error {
 		if t.write && len(t.tokens) == 0 {
 			// An acquire asks for a token next; draw it now, after the
 			// key's locks.
-			t.drawTokens(b, 1)
+			t.drawAhead(1, 0)
 		}
 	})
 	if err != nil {
@@ -756,7 +797,7 @@ func (t *tx) Audit(q store.AuditQuery) ([]store.AuditEntry, error) {
 
 func (t *tx) NextToken() (uint64, error) {
 	if len(t.tokens) == 0 {
-		if err := t.exchange(func(b *pgx.Batch) { t.drawTokens(b, 1) }); err != nil {
+		if err := t.exchange(func(*pgx.Batch) { t.drawAhead(1, 0) }); err != nil {
 			return 0, err
 		}
 	}
@@ -765,34 +806,13 @@ func (t *tx) NextToken() (uint64, error) {
 	return uint64(token), nil
 }
 
-// drawTokens draws n tokens after the locks b takes.
-func (t *tx) drawTokens(b *pgx.Batch, n int) {
-	b.Queue(t.s.q.nextTokens, n).Query(func(rows pgx.Rows) (err error) {
-		t.tokens, err = appendDrawn(t.tokens, rows)
-		return err
-	})
-}
-
-func (t *tx) drawAuditIDs(b *pgx.Batch, n int) {
-	b.Queue(t.s.q.nextAuditIDs, n).Query(func(rows pgx.Rows) (err error) {
-		t.auditIDs, err = appendDrawn(t.auditIDs, rows)
-		return err
-	})
-}
-
 // appendDrawn appends sequence values to a pool. Each draw's values are
 // above the pool's, and sorted, so the pool stays ascending.
-func appendDrawn(pool []int64, rows pgx.Rows) ([]int64, error) {
+func appendDrawn(pool, drawn []int64) []int64 {
 	n := len(pool)
-	for rows.Next() {
-		var v int64
-		if err := rows.Scan(&v); err != nil {
-			return pool, err
-		}
-		pool = append(pool, v)
-	}
+	pool = append(pool, drawn...)
 	slices.Sort(pool[n:])
-	return pool, rows.Err()
+	return pool
 }
 
 // PutLock needs the key's locks and the session's lock: every new lock of
@@ -931,7 +951,7 @@ func sortLost(ls []store.Lost) []store.Lost {
 
 func (t *tx) AppendAudit(e store.AuditEntry) (uint64, error) {
 	if len(t.auditIDs) == 0 {
-		if err := t.exchange(func(b *pgx.Batch) { t.drawAuditIDs(b, 1) }); err != nil {
+		if err := t.exchange(func(*pgx.Batch) { t.drawAhead(0, 1) }); err != nil {
 			return 0, err
 		}
 	}

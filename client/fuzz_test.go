@@ -247,3 +247,89 @@ func TestReadBatchTakesServerAnswers(t *testing.T) {
 		}
 	}
 }
+
+// fill sets every field of v, recursively, to a value that is not zero,
+// so that a field added to a request or result type shows up in
+// encoding/json's output and fails the comparisons below until encode.go
+// and decode.go know it.
+func fill(v reflect.Value) {
+	switch v.Type() {
+	case reflect.TypeFor[time.Time]():
+		v.Set(reflect.ValueOf(time.Date(2026, 11, 30, 10, 47, 0, 0, time.UTC)))
+		return
+	case reflect.TypeFor[holdfast.Time]():
+		v.Set(reflect.ValueOf(holdfast.Time(time.Date(2026, 11, 30, 10, 47, 0, 0, time.UTC))))
+		return
+	case reflect.TypeFor[holdfast.Duration]():
+		v.SetInt(int64(30 * time.Second))
+		return
+	}
+	switch v.Kind() {
+	case reflect.String:
+		v.SetString("x-" + v.Type().Name())
+	case reflect.Bool:
+		v.SetBool(true)
+	case reflect.Int, reflect.Int64:
+		v.SetInt(7)
+	case reflect.Uint64:
+		v.SetUint(4711)
+	case reflect.Slice:
+		v.Set(reflect.MakeSlice(v.Type(), 1, 1))
+		fill(v.Index(0))
+	case reflect.Pointer:
+		v.Set(reflect.New(v.Type().Elem()))
+		fill(v.Elem())
+	case reflect.Struct:
+		for i := range v.NumField() {
+			fill(v.Field(i))
+		}
+	default:
+		panic("fill: no value for " + v.Type().String())
+	}
+}
+
+func filled[T any]() T {
+	var v T
+	fill(reflect.ValueOf(&v).Elem())
+	return v
+}
+
+func TestEncodeCoversEveryField(t *testing.T) {
+	t.Parallel()
+	compareEncoding(t, filled[holdfast.AcquireRequest]())
+	compareEncoding(t, filled[holdfast.ReleaseRequest]())
+	compareEncoding(t, filled[holdfast.RenewRequest]())
+	compareEncoding(t, filled[holdfast.VerifyRequest]())
+	compareEncoding(t, filled[holdfast.HeartbeatRequest]())
+	compareEncoding(t, filled[holdfast.EndSessionRequest]())
+}
+
+func TestReaderCoversEveryField(t *testing.T) {
+	t.Parallel()
+	covers[holdfast.AcquireResult](t)
+	covers[holdfast.ReleaseResult](t)
+	covers[holdfast.RenewResult](t)
+	covers[holdfast.VerifyResult](t)
+	covers[holdfast.EndSessionResult](t)
+	covers[holdfast.HeartbeatResult](t)
+}
+
+// covers checks that the reader takes a result with every field set and
+// decodes it as encoding/json does.
+func covers[T any](t *testing.T) {
+	t.Helper()
+	body, err := json.Marshal(filled[T]())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got, want T
+	if !readResult(body, &got) {
+		t.Fatalf("the reader left %s to encoding/json", body)
+	}
+	if err := json.Unmarshal(body, &want); err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("%s:\nreader        %+v\nencoding/json %+v", body, got, want)
+	}
+}

@@ -45,12 +45,16 @@ func benchServer(b *testing.B) http.Handler {
 // is made by hand: httptest.NewRequest parses one, which costs as much as
 // some of what is measured.
 func post(b *testing.B, h http.Handler, path string, body []byte) {
+	postWant(b, h, path, body, http.StatusOK)
+}
+
+func postWant(b *testing.B, h http.Handler, path string, body []byte, status int) {
 	req := &http.Request{Method: "POST", URL: &url.URL{Path: path}, Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
 		Header: http.Header{"Content-Type": {"application/json"}}, Body: io.NopCloser(bytes.NewReader(body)),
 		ContentLength: int64(len(body)), Host: "127.0.0.1:7070"} // anonymous access is for loopback only
 	rec := httptest.NewRecorder()
 	h.ServeHTTP(rec, req)
-	if rec.Code != http.StatusOK {
+	if rec.Code != status {
 		b.Fatalf("%s: %d %s", path, rec.Code, rec.Body)
 	}
 }
@@ -101,6 +105,24 @@ func BenchmarkCycle(b *testing.B) {
 		for pb.Next() {
 			post(b, h, "/v1/locks/acquire", acquire)
 			post(b, h, "/v1/locks/release", release)
+		}
+	})
+}
+
+// BenchmarkLocked is holdfast bench's hot workload at its worst: every
+// acquire is refused with 423 and the holder.
+func BenchmarkLocked(b *testing.B) {
+	h := benchServer(b)
+	post(b, h, "/v1/locks/acquire", mustJSON(b, holdfast.AcquireRequest{Keys: []string{"hot/1"}, Owner: holdfast.Owner{Session: "holder", Name: "Bob"}}))
+	var clients atomic.Int64
+	b.ReportAllocs()
+	reportCPU(b, 1, "")
+	b.SetParallelism(32)
+	b.RunParallel(func(pb *testing.PB) {
+		owner := fmt.Sprintf("client-%d", clients.Add(1))
+		acquire := mustJSON(b, holdfast.AcquireRequest{Keys: []string{"hot/1"}, Owner: holdfast.Owner{Session: owner}})
+		for pb.Next() {
+			postWant(b, h, "/v1/locks/acquire", acquire, http.StatusLocked)
 		}
 	})
 }

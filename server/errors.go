@@ -106,14 +106,14 @@ func writeError(w http.ResponseWriter, err error) {
 	var notAllowed *methodNotAllowedError
 	if errors.As(err, &notAllowed) {
 		w.Header().Set("Allow", notAllowed.allow)
-		writeJSON(w, http.StatusMethodNotAllowed, errorBody{Error: &apiError{Code: "method_not_allowed", Message: err.Error()}})
+		writeJSON(w, http.StatusMethodNotAllowed, &errorBody{Error: &apiError{Code: "method_not_allowed", Message: err.Error()}})
 		return
 	}
 	e := toAPIError(err)
 	if e.retryAfter > 0 {
 		w.Header().Set("Retry-After", strconv.Itoa(e.retryAfter))
 	}
-	writeJSON(w, e.status, errorBody{Error: e})
+	writeJSON(w, e.status, &errorBody{Error: e})
 }
 
 // invalidf is a 400 invalid naming the field at fault.

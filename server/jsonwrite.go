@@ -7,8 +7,9 @@ import (
 	"github.com/holdfast/holdfast"
 )
 
-// The answers of the lock operations are written by hand for the reason
-// their requests are read by hand: json.Marshal reflects over each result
+// The answers of the lock operations, and error bodies (a refused acquire
+// carries every holder), are written by hand for the reason their requests
+// are read by hand: json.Marshal reflects over each result
 // and then checks and copies every Lock's MarshalJSON output a second
 // time. jsonwrite_test.go checks that the output is byte for byte what
 // json.Marshal writes for the holdfast result types.
@@ -168,6 +169,67 @@ func (r *batchResponse) appendJSON(b []byte) ([]byte, error) {
 		b = append(b, '}')
 	}
 	return append(b, "]}"...), nil
+}
+
+func (e *errorBody) appendJSON(b []byte) ([]byte, error) {
+	b = append(b, `{"error":`...)
+	if e.Error == nil {
+		b = append(b, "null"...)
+	} else {
+		b, _ = e.Error.appendJSON(b)
+	}
+	return append(b, '}'), nil
+}
+
+// appendJSON writes the fields of apiError as its tags say; omitempty
+// leaves out empty lists too.
+func (e *apiError) appendJSON(b []byte) ([]byte, error) {
+	b = append(b, `{"code":`...)
+	b = appendString(b, e.Code)
+	b = append(b, `,"message":`...)
+	b = appendString(b, e.Message)
+	if e.Field != "" {
+		b = append(b, `,"field":`...)
+		b = appendString(b, e.Field)
+	}
+	if len(e.Conflicts) > 0 {
+		b = append(b, `,"conflicts":[`...)
+		for i := range e.Conflicts {
+			c := &e.Conflicts[i]
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = append(b, `{"key":`...)
+			b = appendString(b, c.Key)
+			b = append(b, `,"requested_key":`...)
+			b = appendString(b, c.RequestedKey)
+			b = append(b, `,"holders":`...)
+			b = appendLocks(b, c.Holders)
+			b = append(b, '}')
+		}
+		b = append(b, ']')
+	}
+	if e.Reason != "" {
+		b = append(b, `,"reason":`...)
+		b = appendString(b, string(e.Reason))
+	}
+	if e.Lock != nil {
+		b = append(b, `,"lock":`...)
+		b = appendLock(b, e.Lock)
+	}
+	if e.Actor != "" {
+		b = append(b, `,"actor":`...)
+		b = appendString(b, e.Actor)
+	}
+	if e.ForceReason != "" {
+		b = append(b, `,"force_reason":`...)
+		b = appendString(b, e.ForceReason)
+	}
+	if len(e.Released) > 0 {
+		b = append(b, `,"released":`...)
+		b = appendLocks(b, e.Released)
+	}
+	return append(b, '}'), nil
 }
 
 func appendLocks(b []byte, locks []holdfast.Lock) []byte {

@@ -2,6 +2,7 @@ package server
 
 import (
 	"encoding/json"
+	"errors"
 	"net/http"
 	"testing"
 	"time"
@@ -63,6 +64,22 @@ func checkWriters(t *testing.T, s string, token uint64, seconds float64, locks [
 			IdleTimeout: holdfast.Duration(seconds * float64(time.Second)), ExpiresAt: expires, Locks: int(token % 1000)}, Lost: lost}
 		sameJSON(t, (*heartbeatResponse)(&hb), hb)
 	}
+
+	// apiError and errorBody are no json.Marshalers either.
+	for _, err := range []error{
+		&holdfast.InvalidError{Field: s, Message: other},
+		&holdfast.LockedError{Conflicts: []holdfast.Conflict{{Key: s, RequestedKey: other, Holders: locks}, {Key: other}}},
+		&holdfast.LockedError{},
+		&holdfast.LockLostError{Reason: holdfast.LostReason(s), Lock: &lock, Actor: other, ForceReason: s, Released: locks, Message: s},
+		&holdfast.LockLostError{Reason: holdfast.LostSessionEnded},
+		&holdfast.StaleTokenError{Lock: lock, Message: other},
+		&holdfast.UnavailableError{},
+		errors.New(s),
+	} {
+		body := errorBody{Error: toAPIError(err)}
+		sameJSON(t, &body, body)
+	}
+	sameJSON(t, &errorBody{}, errorBody{})
 
 	batch := batchResponse{Results: []batchResult{
 		{Status: http.StatusOK, Body: (*releaseResponse)(&release)},

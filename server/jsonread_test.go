@@ -130,6 +130,25 @@ func TestJSONReaderReadsClientBodies(t *testing.T) {
 	}
 }
 
+// TestJSONReaderKnowsEveryField checks that the reader takes a body with
+// every field of its request set: a field added to a request type would
+// otherwise send every body that has it to encoding/json.
+func TestJSONReaderKnowsEveryField(t *testing.T) {
+	t.Parallel()
+	for _, req := range []any{
+		filled[holdfast.AcquireRequest]("s"), filled[holdfast.ReleaseRequest]("s"), filled[holdfast.RenewRequest]("s"),
+		filled[holdfast.VerifyRequest]("s"), filled[holdfast.HeartbeatRequest]("s"), filled[holdfast.EndSessionRequest]("s"),
+	} {
+		body, err := json.Marshal(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !checkReaders(t, body) {
+			t.Errorf("%T %s: the reader gave up", req, body)
+		}
+	}
+}
+
 func FuzzJSONReader(f *testing.F) {
 	for _, body := range readerSeeds {
 		f.Add([]byte(body))

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"reflect"
 	"testing"
 	"time"
 
@@ -123,4 +124,63 @@ func FuzzJSONWriters(f *testing.F) {
 		locks[1].Note = note
 		checkWriters(t, s, token, seconds, locks, []string{note, s})
 	})
+}
+
+// fill sets every exported field of v, however deep, to a value that is
+// not empty (strings to s), so that a field added to a request or result
+// type, which the hand-written JSON would not know, fails
+// TestJSONWritersKnowEveryField and TestJSONReaderKnowsEveryField.
+func fill(v reflect.Value, s string) {
+	if v.Kind() == reflect.Struct && v.Type().ConvertibleTo(reflect.TypeFor[time.Time]()) {
+		v.Set(reflect.ValueOf(time.Date(2026, 11, 30, 10, 47, 0, 0, time.UTC)).Convert(v.Type()))
+		return
+	}
+	switch v.Kind() {
+	case reflect.String:
+		v.SetString(s)
+	case reflect.Int, reflect.Int64:
+		v.SetInt(7e9)
+	case reflect.Uint64:
+		v.SetUint(7)
+	case reflect.Bool:
+		v.SetBool(true)
+	case reflect.Pointer:
+		v.Set(reflect.New(v.Type().Elem()))
+		fill(v.Elem(), s)
+	case reflect.Slice:
+		v.Set(reflect.MakeSlice(v.Type(), 1, 1))
+		fill(v.Index(0), s)
+	case reflect.Struct:
+		for i := 0; i < v.NumField(); i++ {
+			if v.Type().Field(i).IsExported() {
+				fill(v.Field(i), s)
+			}
+		}
+	default:
+		panic("fill: no value for a " + v.Type().String())
+	}
+}
+
+func filled[T any](s string) *T {
+	v := new(T)
+	fill(reflect.ValueOf(v).Elem(), s)
+	return v
+}
+
+func TestJSONWritersKnowEveryField(t *testing.T) {
+	t.Parallel()
+	release := filled[holdfast.ReleaseResult]("x<&>")
+	sameJSON(t, (*releaseResponse)(release), release)
+	renew := filled[holdfast.RenewResult]("x<&>")
+	sameJSON(t, (*renewResponse)(renew), renew)
+	verify := filled[holdfast.VerifyResult]("x<&>")
+	sameJSON(t, (*verifyResponse)(verify), verify)
+	heartbeat := filled[holdfast.HeartbeatResult]("x<&>")
+	sameJSON(t, (*heartbeatResponse)(heartbeat), heartbeat)
+	end := filled[holdfast.EndSessionResult]("x<&>")
+	sameJSON(t, (*endSessionResponse)(end), end)
+	acquire := filled[acquireResponse]("x<&>")
+	sameJSON(t, acquire, acquire)
+	body := filled[errorBody]("x<&>")
+	sameJSON(t, body, body)
 }

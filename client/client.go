@@ -34,12 +34,11 @@ type Config struct {
 	BaseURL string
 	// Token is sent as "Authorization: Bearer Token" when not empty.
 	Token string
-	// HTTPClient carries the requests; default a client without a timeout,
-	// so that each call's context decides how long it may take, whose
-	// transport keeps up to 100 idle connections to the server (Go's
-	// default of two makes concurrent callers open and close connections
-	// all the time). A Timeout set here also cuts the event
-	// stream of Events.
+	// HTTPClient carries the requests. The default has no timeout, so that
+	// each call's context decides how long it may take, and keeps up to 100
+	// idle connections to the server (Go's default transport keeps two, and
+	// concurrent callers would open and close connections all the time). A
+	// Timeout set here also cuts the event stream of Events.
 	HTTPClient *http.Client
 	// UserAgent is sent with every request; default "holdfast-go-client".
 	UserAgent string

@@ -181,7 +181,7 @@ func (s *Server) listLocks(ctx context.Context, values url.Values) (any, error) 
 		return nil, err
 	}
 	page.Locks = nonNil(page.Locks)
-	return page, nil
+	return (*lockPageResponse)(page), nil
 }
 
 func (s *Server) listSessions(ctx context.Context, values url.Values) (any, error) {

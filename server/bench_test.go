@@ -127,6 +127,27 @@ func BenchmarkLocked(b *testing.B) {
 	})
 }
 
+// BenchmarkListLocks lists a page of 1000 locks by prefix, as holdfast
+// bench's scale workload does.
+func BenchmarkListLocks(b *testing.B) {
+	h := benchServer(b)
+	for i := range 1000 {
+		post(b, h, "/v1/locks/acquire", mustJSON(b, holdfast.AcquireRequest{Keys: []string{fmt.Sprintf("list/%d", i)},
+			Owner: holdfast.Owner{Session: fmt.Sprintf("s-%d", i), User: "u", Name: "Bob Smith"}}))
+	}
+	b.ReportAllocs()
+	reportCPU(b, 1, "")
+	for b.Loop() {
+		req := &http.Request{Method: "GET", URL: &url.URL{Path: "/v1/locks", RawQuery: "prefix=list/&limit=1000"},
+			Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1, Header: http.Header{}, Host: "127.0.0.1:7070"}
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		if rec.Code != http.StatusOK {
+			b.Fatalf("%d %s", rec.Code, rec.Body)
+		}
+	}
+}
+
 // BenchmarkHeartbeat is one heartbeat per request.
 func BenchmarkHeartbeat(b *testing.B) {
 	h := benchServer(b)

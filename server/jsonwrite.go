@@ -36,6 +36,7 @@ type (
 	verifyResponse     holdfast.VerifyResult
 	heartbeatResponse  holdfast.HeartbeatResult
 	endSessionResponse holdfast.EndSessionResult
+	lockPageResponse   holdfast.LockPage
 )
 
 func (r *acquireResponse) appendJSON(b []byte) ([]byte, error) {
@@ -141,6 +142,19 @@ func appendLostLock(b []byte, l *holdfast.LostLock) []byte {
 func (r *endSessionResponse) appendJSON(b []byte) ([]byte, error) {
 	b = append(b, `{"released":`...)
 	b = appendLocks(b, r.Released)
+	return append(b, '}'), nil
+}
+
+// appendJSON writes a page of GET /v1/locks, up to 1000 locks.
+func (r *lockPageResponse) appendJSON(b []byte) ([]byte, error) {
+	b = append(b, `{"locks":`...)
+	b = appendLocks(b, r.Locks)
+	b = append(b, `,"next":`...)
+	if r.Next == nil {
+		b = append(b, "null"...)
+	} else {
+		b = appendString(b, *r.Next)
+	}
 	return append(b, '}'), nil
 }
 

@@ -55,6 +55,10 @@ func checkWriters(t *testing.T, s string, token uint64, seconds float64, locks [
 	sameJSON(t, (*verifyResponse)(&verify), verify)
 	end := holdfast.EndSessionResult{Released: locks}
 	sameJSON(t, (*endSessionResponse)(&end), end)
+	for _, next := range []*string{nil, &s} {
+		page := holdfast.LockPage{Locks: locks, Next: next}
+		sameJSON(t, (*lockPageResponse)(&page), page)
+	}
 
 	var lost []holdfast.LostLock
 	for i, l := range locks {
@@ -179,6 +183,8 @@ func TestJSONWritersKnowEveryField(t *testing.T) {
 	sameJSON(t, (*heartbeatResponse)(heartbeat), heartbeat)
 	end := filled[holdfast.EndSessionResult]("x<&>")
 	sameJSON(t, (*endSessionResponse)(end), end)
+	page := filled[holdfast.LockPage]("x<&>")
+	sameJSON(t, (*lockPageResponse)(page), page)
 	acquire := filled[acquireResponse]("x<&>")
 	sameJSON(t, acquire, acquire)
 	body := filled[errorBody]("x<&>")

@@ -28,8 +28,9 @@ func (m *Manager) Heartbeat(ctx context.Context, req HeartbeatRequest) (*Heartbe
 
 // heartbeatOp is a heartbeat as an operation (see operation).
 type heartbeatOp struct {
-	req HeartbeatRequest
-	res HeartbeatResult
+	req     HeartbeatRequest
+	res     HeartbeatResult
+	expires Time // res.Session.ExpiresAt
 }
 
 func (h *heartbeatOp) run(o *op) error {
@@ -80,7 +81,7 @@ func (h *heartbeatOp) run(o *op) error {
 	if err != nil {
 		return err
 	}
-	h.res = HeartbeatResult{Session: o.sessionInfo(s, held), Lost: lost}
+	h.res = HeartbeatResult{Session: o.sessionInfo(s, held, &h.expires), Lost: lost}
 	return nil
 }
 
@@ -134,12 +135,15 @@ func plural(n int, word string) string {
 	return strconv.Itoa(n) + " " + word + "s"
 }
 
-func (o *readOp) sessionInfo(s store.Session, locks int) SessionInfo {
+// sessionInfo describes s. Its idle deadline, if it has one, is kept in
+// expires, for info.ExpiresAt to point to: the caller provides it with
+// the result it belongs to, so that it costs no allocation of its own.
+func (o *readOp) sessionInfo(s store.Session, locks int, expires *Time) SessionInfo {
 	info := SessionInfo{ID: s.ID, User: s.User, Name: s.Name, LastSeen: Time(s.LastSeen),
 		IdleTimeout: Duration(s.IdleTimeout), Locks: locks}
 	if d := s.IdleDeadline(); !d.IsZero() {
-		t := Time(d)
-		info.ExpiresAt = &t
+		*expires = Time(d)
+		info.ExpiresAt = expires
 	}
 	return info
 }
@@ -215,7 +219,8 @@ func (m *Manager) Sessions(ctx context.Context, q SessionQuery) (*SessionPage, e
 			next := live[limit-1].ID
 			page.Next = &next
 		}
-		for _, s := range live {
+		expires := make([]Time, len(live))
+		for i, s := range live {
 			locks, err := o.rtx.SessionLocks(s.ID)
 			if err != nil {
 				return err
@@ -226,7 +231,7 @@ func (m *Manager) Sessions(ctx context.Context, q SessionQuery) (*SessionPage, e
 					held++
 				}
 			}
-			page.Sessions = append(page.Sessions, o.sessionInfo(s, held))
+			page.Sessions = append(page.Sessions, o.sessionInfo(s, held, &expires[i]))
 		}
 		return nil
 	})

@@ -1,8 +1,6 @@
 package pgstore
 
 import (
-	"fmt"
-	"regexp"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -28,11 +26,6 @@ type queries struct {
 
 	appendAudits, pruneAudit string
 
-	// writes are the statements a flush of queued writes sends (see
-	// writes.flush), by part; writeAll does all of them at once.
-	writes   [nParts]string
-	writeAll string
-
 	schema string // quoted
 }
 
@@ -53,22 +46,7 @@ const (
 
 func newQueries(schema string) queries {
 	s := quote(schema)
-	// The lost records of a round (see writes.flush): each session and key
-	// comes at most once, so the deletion of its older reported records
-	// and the insert, which see the same snapshot, do not collide.
-	lostNew := `SELECT * FROM unnest(` + lostArrays + `) AS n (` + lostCols + `)`
-	lostOlder := func(new string) string {
-		return `DELETE FROM ` + s + `.lost l USING ` + new + ` n
-			WHERE l.session = n.session AND l.key = n.key AND l.token < n.token AND l.reported`
-	}
-	lostInsert := func(new string) string {
-		return `INSERT INTO ` + s + `.lost (` + lostCols + `) SELECT ` + lostCols + ` FROM ` + new + `
-			ON CONFLICT (session, key, token) DO UPDATE SET user_id = EXCLUDED.user_id, name = EXCLUDED.name,
-			shared = EXCLUDED.shared, acquired_at = EXCLUDED.acquired_at, expires_at = EXCLUDED.expires_at,
-			note = EXCLUDED.note, reason = EXCLUDED.reason, actor = EXCLUDED.actor,
-			force_reason = EXCLUDED.force_reason, at = EXCLUDED.at, reported = EXCLUDED.reported`
-	}
-	q := queries{
+	return queries{
 		schema:    s,
 		takeLocks: `SELECT ` + s + `.take_locks($1::bigint[], $2::boolean[], $3::boolean[], '` + briefWait + `')`,
 		// The transaction's clock and whether any aggregate is mapped, with
@@ -131,45 +109,23 @@ func newQueries(schema string) queries {
 		lost:         `SELECT ` + lostCols + ` FROM ` + s + `.lost WHERE session = $1 ORDER BY at, key, token`,
 		sessionsLost: `SELECT ` + lostCols + ` FROM ` + s + `.lost WHERE session = ANY($1::text[]) ORDER BY at, key, token`,
 		lostBefore:   `SELECT ` + lostCols + ` FROM ` + s + `.lost WHERE at < $1 ORDER BY at, session, key, token LIMIT $2`,
-		putLosts:     `WITH new AS (` + lostNew + `), older AS (` + lostOlder("new") + `) ` + lostInsert("new"),
-		deleteLosts:  `DELETE FROM ` + s + `.lost WHERE (session, key, token) IN (SELECT * FROM unnest($1::text[], $2::text[], $3::bigint[]))`,
+		// Each session and key comes at most once: the deletion of older
+		// reported records and the insert see the same snapshot.
+		putLosts: `WITH new AS (SELECT * FROM unnest(` + lostArrays + `) AS n (` + lostCols + `)),
+			older AS (DELETE FROM ` + s + `.lost l USING new n
+				WHERE l.session = n.session AND l.key = n.key AND l.token < n.token AND l.reported)
+			INSERT INTO ` + s + `.lost (` + lostCols + `) SELECT ` + lostCols + ` FROM new
+			ON CONFLICT (session, key, token) DO UPDATE SET user_id = EXCLUDED.user_id, name = EXCLUDED.name,
+			shared = EXCLUDED.shared, acquired_at = EXCLUDED.acquired_at, expires_at = EXCLUDED.expires_at,
+			note = EXCLUDED.note, reason = EXCLUDED.reason, actor = EXCLUDED.actor,
+			force_reason = EXCLUDED.force_reason, at = EXCLUDED.at, reported = EXCLUDED.reported`,
+		deleteLosts: `DELETE FROM ` + s + `.lost WHERE (session, key, token) IN (SELECT * FROM unnest($1::text[], $2::text[], $3::bigint[]))`,
 
 		appendAudits: `INSERT INTO ` + s + `.audit (id, at, event, ` + lockCols + `, actor, reason)
 			SELECT * FROM unnest(` + auditArrays + `)`,
 		pruneAudit: `DELETE FROM ` + s + `.audit WHERE id IN (
 			SELECT id FROM ` + s + `.audit WHERE at < $1 ORDER BY at, id LIMIT $2)`,
 	}
-	q.writes = [nParts]string{q.deleteLocks, q.putLocks, q.deleteSessions, q.putSessions, q.deleteLosts, q.putLosts, q.appendAudits}
-	// writeAll: each part a data-modifying CTE of one statement, with its
-	// arguments numbered after the previous parts'. The parts write
-	// different tables, or different rows of one table, so that the
-	// single snapshot they share changes nothing; an empty part's arrays
-	// are NULL, which unnest to no rows.
-	var ctes []string
-	offset := 0
-	for p, sql := range q.writes {
-		switch p {
-		case partPutLosts: // a WITH of its own, which a CTE cannot hold
-			ctes = append(ctes, `new_lost AS (`+renumber(lostNew, offset)+`)`,
-				`older_lost AS (`+lostOlder("new_lost")+`)`, `put_lost AS (`+lostInsert("new_lost")+`)`)
-		case partAppendAudits: // the last part is the statement itself
-			q.writeAll = `WITH ` + strings.Join(ctes, `, `) + ` ` + renumber(sql, offset)
-		default:
-			ctes = append(ctes, fmt.Sprintf("part_%d AS (%s)", p, renumber(sql, offset)))
-		}
-		offset += partArgs[p]
-	}
-	return q
-}
-
-var placeholder = regexp.MustCompile(`\$([0-9]+)`)
-
-// renumber adds offset to the number of every placeholder ($1…) in sql.
-func renumber(sql string, offset int) string {
-	return placeholder.ReplaceAllStringFunc(sql, func(p string) string {
-		n, _ := strconv.Atoi(p[1:])
-		return "$" + strconv.Itoa(n+offset)
-	})
 }
 
 // briefWait is how long a transaction waits for a lock out of order

@@ -69,35 +69,13 @@ func (w *writes) putLost(l store.Lost, del bool) {
 	w.lostRounds[ref]++
 }
 
-// The parts of a flush: the statements it sends, in this order, and how
-// many arguments each takes.
-const (
-	partDeleteLocks = iota
-	partPutLocks
-	partDeleteSessions
-	partPutSessions
-	partDeleteLosts // first round (see flush)
-	partPutLosts    // first round
-	partAppendAudits
-	nParts
-)
-
-var partArgs = [nParts]int{2, 9, 1, 8, 3, 14, 14}
-
 // flush queues the statements of every queued write on b and forgets
 // them. Rows go in primary key order, so that two transactions writing
-// the same rows lock them in the same order. When more than one part has
-// rows, they go as one statement (queries.writeAll): each statement costs
-// the database and the driver about as much as a few rows do, and a
-// transaction of a few operations writes four or five tables.
+// the same rows lock them in the same order.
 func (w *writes) flush(b *pgx.Batch, q *queries) {
 	if w.empty() {
 		return
 	}
-	var (
-		parts [nParts][]any // nil: no rows
-		later []queued      // lost writes after the first round
-	)
 	if len(w.locks) > 0 {
 		var del, put lockColumns
 		for _, ref := range slices.SortedFunc(maps.Keys(w.locks), compareRefs) {
@@ -108,10 +86,10 @@ func (w *writes) flush(b *pgx.Batch, q *queries) {
 			}
 		}
 		if len(del.key) > 0 {
-			parts[partDeleteLocks] = []any{del.key, del.session}
+			b.Queue(q.deleteLocks, del.key, del.session)
 		}
 		if len(put.key) > 0 {
-			parts[partPutLocks] = put.args()
+			b.Queue(q.putLocks, put.args()...)
 		}
 		clear(w.locks)
 	}
@@ -126,10 +104,10 @@ func (w *writes) flush(b *pgx.Batch, q *queries) {
 			}
 		}
 		if len(del) > 0 {
-			parts[partDeleteSessions] = []any{del}
+			b.Queue(q.deleteSessions, del)
 		}
 		if len(put.id) > 0 {
-			parts[partPutSessions] = put.args()
+			b.Queue(q.putSessions, put.args()...)
 		}
 		clear(w.sessions)
 	}
@@ -156,20 +134,11 @@ func (w *writes) flush(b *pgx.Batch, q *queries) {
 					put.add(lw.lost)
 				}
 			}
-			first := len(rest) == len(w.lost)
 			if len(del.key) > 0 {
-				if args := []any{del.session, del.key, del.token}; first {
-					parts[partDeleteLosts] = args
-				} else {
-					later = append(later, queued{q.deleteLosts, args})
-				}
+				b.Queue(q.deleteLosts, del.session, del.key, del.token)
 			}
 			if len(put.key) > 0 {
-				if first {
-					parts[partPutLosts] = put.args()
-				} else {
-					later = append(later, queued{q.putLosts, put.args()})
-				}
+				b.Queue(q.putLosts, put.args()...)
 			}
 			rest = rest[n:]
 		}
@@ -181,42 +150,13 @@ func (w *writes) flush(b *pgx.Batch, q *queries) {
 		for _, r := range w.audit {
 			a.add(r.id, r.entry)
 		}
-		parts[partAppendAudits] = a.args()
+		b.Queue(q.appendAudits, a.args()...)
 		w.audit = w.audit[:0]
-	}
-	queueParts(b, q, &parts)
-	for _, o := range later {
-		b.Queue(o.sql, o.args...)
 	}
 	for _, o := range w.other {
 		b.Queue(o.sql, o.args...)
 	}
 	w.other = w.other[:0]
-}
-
-// queueParts queues the parts that have rows: alone, a part's own
-// statement; more than one, writeAll, with NULL for the arrays of the
-// others.
-func queueParts(b *pgx.Batch, q *queries, parts *[nParts][]any) {
-	var n, last int
-	for p, args := range parts {
-		if args != nil {
-			n, last = n+1, p
-		}
-	}
-	switch {
-	case n == 1:
-		b.Queue(q.writes[last], parts[last]...)
-	case n > 1:
-		var all []any
-		for p, args := range parts {
-			if args == nil {
-				args = make([]any, partArgs[p])
-			}
-			all = append(all, args...)
-		}
-		b.Queue(q.writeAll, all...)
-	}
 }
 
 func compareRefs(a, b lockRef) int {

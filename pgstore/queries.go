@@ -8,7 +8,7 @@ import (
 
 // queries holds the fixed SQL of one schema, built once.
 type queries struct {
-	takeLocks, draw string
+	takeLocks, draw, startDraw string
 
 	lock, related, locksAhead, sessionLocks, locksByRef, expiredLocks string
 	putLocks, deleteLocks                                             string
@@ -49,12 +49,14 @@ func newQueries(schema string) queries {
 	return queries{
 		schema:    s,
 		takeLocks: `SELECT ` + s + `.take_locks($1::bigint[], $2::boolean[], $3::boolean[], '` + briefWait + `')`,
-		// The transaction's clock and whether any aggregate is mapped, with
-		// $1 tokens and $2 audit ids: a write transaction's start and its
-		// draws of a round trip in one statement.
-		draw: `SELECT now(), EXISTS (SELECT FROM ` + s + `.aggregates),
-			ARRAY(SELECT nextval('` + s + `.token_seq') FROM generate_series(1, $1::int)),
+		// $1 tokens and $2 audit ids; startDraw also reads a write
+		// transaction's clock and whether any aggregate is mapped, so that
+		// its start and its first draws are one statement.
+		draw: `SELECT ARRAY(SELECT nextval('` + s + `.token_seq') FROM generate_series(1, $1::int)),
 			ARRAY(SELECT nextval('` + s + `.audit_id_seq') FROM generate_series(1, $2::int))`,
+		startDraw: `SELECT ARRAY(SELECT nextval('` + s + `.token_seq') FROM generate_series(1, $1::int)),
+			ARRAY(SELECT nextval('` + s + `.audit_id_seq') FROM generate_series(1, $2::int)),
+			now(), EXISTS (SELECT FROM ` + s + `.aggregates)`,
 		startRead: `SELECT now(), EXISTS (SELECT FROM ` + s + `.aggregates)`,
 
 		lock: `SELECT ` + lockCols + ` FROM ` + s + `.locks WHERE key = $1 AND session = $2`,

@@ -172,18 +172,23 @@ func (t *tx) queueDraw(b *pgx.Batch) {
 	if !t.starting && t.wantTokens <= 0 && t.wantAuditIDs <= 0 {
 		return
 	}
-	starting := t.starting
-	b.Queue(t.s.q.draw, max(t.wantTokens, 0), max(t.wantAuditIDs, 0)).QueryRow(func(row pgx.Row) error {
+	starting, sql := t.starting, t.s.q.draw
+	if starting {
+		sql = t.s.q.startDraw
+	}
+	b.Queue(sql, max(t.wantTokens, 0), max(t.wantAuditIDs, 0)).QueryRow(func(row pgx.Row) error {
 		var (
-			now              time.Time
-			anyAggregates    bool
 			tokens, auditIDs []int64
+			anyAggregates    bool
 		)
-		if err := row.Scan(&now, &anyAggregates, &tokens, &auditIDs); err != nil {
+		dest := []any{&tokens, &auditIDs}
+		if starting {
+			dest = append(dest, &t.now, &anyAggregates)
+		}
+		if err := row.Scan(dest...); err != nil {
 			return err
 		}
 		if starting {
-			t.now = now
 			t.began(anyAggregates)
 		}
 		t.tokens, t.auditIDs = appendDrawn(t.tokens, tokens), appendDrawn(t.auditIDs, auditIDs)

@@ -79,6 +79,7 @@ type operation interface {
 	run(o *op) error
 }
 
+// opFunc runs a closure as an operation.
 type opFunc func(o *op) error
 
 func (f opFunc) run(o *op) error { return f(o) }

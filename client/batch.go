@@ -67,20 +67,12 @@ type Result struct {
 // order. Each op succeeds or fails on its own; the error returned here is
 // for the batch as a whole (malformed envelope, transport, auth).
 func (c *Client) Batch(ctx context.Context, ops []Op) ([]Result, error) {
-	// Room for a typical op, so that the buffer rarely grows.
-	body := append(make([]byte, 0, 16+160*len(ops)), `{"ops":[`...)
-	for i, o := range ops {
-		if i > 0 {
-			body = append(body, ',')
-		}
-		var err error
-		if body, err = appendOp(body, o); err != nil {
-			return nil, fmt.Errorf("encoding /v1/batch request: %w", err)
-		}
+	body, err := batchBody(ops)
+	if err != nil {
+		return nil, fmt.Errorf("encoding /v1/batch request: %w", err)
 	}
-	body = append(body, "]}"...)
 	var out []Result
-	err := c.roundTrip(ctx, http.MethodPost, "/v1/batch", nil, body, func(answer []byte) error {
+	err = c.roundTrip(ctx, http.MethodPost, "/v1/batch", nil, body, func(answer []byte) error {
 		var ok bool
 		if out, ok = readBatch(answer, ops); ok {
 			return nil
@@ -93,6 +85,22 @@ func (c *Client) Batch(ctx context.Context, ops []Op) ([]Result, error) {
 		return nil, err
 	}
 	return out, nil
+}
+
+// batchBody writes the request of /v1/batch.
+func batchBody(ops []Op) ([]byte, error) {
+	// Room for a typical op, so that the buffer rarely grows.
+	b := append(make([]byte, 0, 16+160*len(ops)), `{"ops":[`...)
+	for i, o := range ops {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		var err error
+		if b, err = appendOp(b, o); err != nil {
+			return nil, err
+		}
+	}
+	return append(b, "]}"...), nil
 }
 
 // decodeBatch decodes the answer of /v1/batch with encoding/json.

@@ -105,7 +105,9 @@ func (s *Store) listAudit(q store.AuditQuery) ([]store.AuditEntry, error) {
 			before = math.MaxUint64
 		}
 		err = s.scanAuditBackward(before, keep)
-	case q.After == math.MaxUint64:
+	case q.After >= s.auditEnd:
+		// Nothing after the last entry committed: a client following the
+		// log polls this way, and need not cost a read of a segment.
 	default:
 		err = s.scanAudit(q.After+1, keep)
 	}

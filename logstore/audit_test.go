@@ -250,7 +250,7 @@ func TestPruneAuditOnDisk(t *testing.T) {
 // The sweep prunes every second: once a prune has found the oldest entry
 // it keeps, or there is no entry left, the next ones answer without
 // reading the log (here, without the files) until that entry is old
-// enough.
+// enough. A listing after the last entry reads nothing either.
 func TestPruneAuditSkipsTheLogUntilTheOldestEntryIsDue(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
@@ -272,6 +272,10 @@ func TestPruneAuditSkipsTheLogUntilTheOldestEntryIsDue(t *testing.T) {
 		if n := pruneAudit(t, s, auditT0.Add(2*time.Minute), 0); n != 0 {
 			t.Fatalf("pruned %d with nothing due", n)
 		}
+	}
+	// A client following the log asks for what comes after the last entry.
+	if got := listAudit(t, s, store.AuditQuery{After: 8}); len(got) != 0 {
+		t.Fatalf("after the last entry: %v", ids(got))
 	}
 	hide("", ".hidden")
 	if n := pruneAudit(t, s, auditT0.Add(time.Hour), 0); n != 6 {

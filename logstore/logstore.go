@@ -436,9 +436,15 @@ func (s *Store) write(g *group) error {
 		default:
 		}
 	}
-	if p.f != nil || p.err != nil {
+	if p.err != nil {
+		// Not fatal: the zeros only make fsyncs cheaper. The log goes on
+		// in the active segment, and the next group asks for another.
+		s.log.Warn("logstore: preparing the next segment failed", slog.Any("error", p.err))
 		s.prepared = nil
-		next, err := s.rotate(p, size, g.seq)
+	}
+	if p.f != nil {
+		s.prepared = nil
+		next, err := s.rotate(p.f, size, g.seq)
 		if err != nil {
 			return err
 		}
@@ -464,25 +470,22 @@ type preparedFile struct {
 // rotate makes the prepared file the active segment, starting at group
 // seq, and cuts the old one to its size: a segment's size on disk is where
 // its groups end, except for the last one.
-func (s *Store) rotate(p preparedFile, size int64, seq uint64) (*segment, error) {
-	if p.err != nil {
-		return nil, p.err
-	}
+func (s *Store) rotate(f *os.File, size int64, seq uint64) (*segment, error) {
 	if err := s.active.Truncate(size); err != nil {
-		p.f.Close()
+		f.Close()
 		return nil, err
 	}
 	if err := fdatasync(s.active); err != nil {
-		p.f.Close()
+		f.Close()
 		return nil, err
 	}
-	next, err := installSegment(s.dir, p.f, seq, s.lastAudit+1)
+	next, err := installSegment(s.dir, f, seq, s.lastAudit+1)
 	if err != nil {
-		p.f.Close()
+		f.Close()
 		return nil, err
 	}
 	s.active.Close()
-	s.active, s.activePrepared = p.f, true
+	s.active, s.activePrepared = f, true
 	s.segMu.Lock()
 	s.segs = append(s.segs, next)
 	s.segMu.Unlock()

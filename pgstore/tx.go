@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"errors"
+	"log/slog"
 	"slices"
 	"strings"
 	"time"
@@ -251,6 +252,13 @@ func (t *tx) commit() error {
 	})
 	t.queueNotify(b)
 	err := t.send(b)
+	if err != nil && committed {
+		// Only the notification after the COMMIT failed: the transaction
+		// is durable and must be answered as such; other servers' streams
+		// miss its entries live, and replay them from the audit table.
+		t.s.log.Warn("pgstore: a commit could not be announced to other servers", slog.Any("err", err))
+		err, t.err = nil, nil
+	}
 	t.ended = err == nil
 	if err == nil && !committed {
 		err = errors.New("pgstore: the transaction was rolled back at commit")

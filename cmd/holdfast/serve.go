@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/http/pprof"
 	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -18,6 +19,7 @@ import (
 
 	"github.com/holdfast/holdfast"
 	"github.com/holdfast/holdfast/internal/config"
+	"github.com/holdfast/holdfast/logstore"
 	"github.com/holdfast/holdfast/memstore"
 	"github.com/holdfast/holdfast/pebblestore"
 	"github.com/holdfast/holdfast/pgstore"
@@ -198,7 +200,17 @@ func openStore(ctx context.Context, cfg config.Config, log *slog.Logger) (store.
 			return nil, nil, fmt.Errorf("store %s://…: unknown kind of store (want a directory, postgres://, redis:// or etcd://)", scheme)
 		}
 	}
-	st, err := pebblestore.Open(dsn, pebblestore.Config{Logger: log})
+	if _, err := os.Stat(filepath.Join(dsn, "pebble")); err == nil {
+		// A directory written before logstore became the default: it
+		// keeps its engine, so that no lock it holds is lost.
+		log.Info("the store directory holds the earlier embedded store (Pebble); serving it with pebblestore", slog.String("dir", dsn))
+		st, err := pebblestore.Open(dsn, pebblestore.Config{Logger: log})
+		if err != nil {
+			return nil, nil, fmt.Errorf("opening the embedded store in %s: %w", dsn, err)
+		}
+		return st, st.Close, nil
+	}
+	st, err := logstore.Open(dsn, logstore.Config{Logger: log})
 	if err != nil {
 		return nil, nil, fmt.Errorf("opening the embedded store in %s: %w", dsn, err)
 	}

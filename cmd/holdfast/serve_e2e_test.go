@@ -62,6 +62,14 @@ func (p *serveProcess) kill() {
 	}
 }
 
+// output is what the server has written to its standard error so far.
+func (p *serveProcess) output() string {
+	w := p.cmd.Stderr.(*lockedWriter)
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.b.String()
+}
+
 type lockedWriter struct {
 	mu sync.Mutex
 	b  *strings.Builder

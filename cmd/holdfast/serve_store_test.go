@@ -1,0 +1,77 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/holdfast/holdfast"
+	"github.com/holdfast/holdfast/pebblestore"
+)
+
+// TestServeNewDirectoryUsesLogstore checks what a new store directory
+// holds after holdfast serve: logstore's segments, no Pebble database.
+func TestServeNewDirectoryUsesLogstore(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	p := startServe(t, dir)
+	if _, err := newClient(t, p.url).Acquire(context.Background(), holdfast.AcquireRequest{
+		Keys: []string{"policy/1"}, Owner: holdfast.Owner{Session: "s-1"}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "pebble")); !os.IsNotExist(err) {
+		t.Errorf("a new directory holds a Pebble database (%v)", err)
+	}
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, e := range entries {
+		names = append(names, e.Name())
+	}
+	if len(names) < 2 { // the lock file and at least one segment
+		t.Errorf("store directory holds %v", names)
+	}
+}
+
+// TestServeKeepsAnEarlierPebbleDirectory: a directory written by the
+// embedded store of earlier versions (Pebble) is served as it is, with
+// every lock it holds, rather than taken for an empty new store.
+func TestServeKeepsAnEarlierPebbleDirectory(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	st, err := pebblestore.Open(dir, pebblestore.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := holdfast.New(st, holdfast.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	held, err := m.Acquire(ctx, holdfast.AcquireRequest{Keys: []string{"policy/7"},
+		Owner: holdfast.Owner{Session: "s-old", Name: "Ada"}, TTL: holdfast.Duration(time.Hour)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.Close()
+	if err := st.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	p := startServe(t, dir, "--log-level", "info")
+	c := newClient(t, p.url)
+	_, err = c.Acquire(ctx, holdfast.AcquireRequest{Keys: []string{"policy/7"}, Owner: holdfast.Owner{Session: "s-new"}})
+	var locked *holdfast.LockedError
+	if !errors.As(err, &locked) || locked.Conflicts[0].Holders[0].Owner.Session != "s-old" || locked.Conflicts[0].Holders[0].Token != held.Locks[0].Token {
+		t.Fatalf("acquire of a key held in the earlier directory: %v", err)
+	}
+	if out := p.output(); !strings.Contains(out, "pebblestore") {
+		t.Errorf("serve did not say which engine it kept:\n%s", out)
+	}
+}

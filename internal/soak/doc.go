@@ -1,10 +1,11 @@
 // Package soak holds the soak test of holdfast: ten thousand sessions
 // heartbeating, acquiring and releasing, and pages coming and going,
-// against a real server on the embedded store, in rounds. The store's
-// clock gains 12 hours a round, so retention (24 hours) passes every two
-// rounds. Between rounds the heap, Pebble's memory outside it, the
-// store's records and the goroutines are sampled; after the first third
-// of the run none may grow. It has no code of its own; run it with
+// against a real server on the embedded store holdfast serve opens
+// (logstore), in rounds. The store's clock gains 12 hours a round, so
+// retention (24 hours) passes every two rounds. Between rounds the heap,
+// which holds all of logstore's records, the store's record counts and
+// the goroutines are sampled; after the first third of the run none may
+// grow. It has no code of its own; run it with
 //
 //	HOLDFAST_SOAK=10m go test -run TestSoak -v -timeout 0 ./internal/soak/
 //

@@ -10,7 +10,7 @@ import (
 	"slices"
 	"time"
 
-	"github.com/holdfast/holdfast/pebblestore"
+	"github.com/holdfast/holdfast/logstore"
 )
 
 // sample is the process's state between two rounds, when no request is
@@ -20,20 +20,21 @@ type sample struct {
 	at         time.Duration
 	heap       uint64 // the Go heap in use
 	goroutines int
-	store      pebblestore.Memory // Pebble's share lies outside the Go heap
+	// store counts the records logstore holds; they live in the Go heap,
+	// and logstore keeps nothing outside it that grows with them.
+	store logstore.Memory
 }
 
 func (s sample) String() string {
-	return fmt.Sprintf("round %4d %8s  heap %5.1f MiB  pebble: cache %4.1f MiB, memtables %4.1f MiB  records: %3d locks, %5d sessions, %4d lost  goroutines %d",
-		s.round, s.at, mib(s.heap), mib(uint64(s.store.BlockCache)), mib(s.store.MemTables),
-		s.store.Locks, s.store.Sessions, s.store.Lost, s.goroutines)
+	return fmt.Sprintf("round %4d %8s  heap %5.1f MiB  records: %3d locks, %5d sessions, %4d lost  goroutines %d",
+		s.round, s.at, mib(s.heap), s.store.Locks, s.store.Sessions, s.store.Lost, s.goroutines)
 }
 
 func mib(b uint64) float64 { return float64(b) / (1 << 20) }
 
 // measure samples the process; with a profile directory it also writes a
 // heap profile named after the round, for go tool pprof -diff_base.
-func measure(round int, start time.Time, st *pebblestore.Store, profiles string) (sample, error) {
+func measure(round int, start time.Time, st *logstore.Store, profiles string) (sample, error) {
 	runtime.GC()
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
@@ -54,10 +55,8 @@ func measure(round int, start time.Time, st *pebblestore.Store, profiles string)
 }
 
 // Slack for the flatness check. The heap: a tenth of the earlier peak and
-// 2 MiB, for what a collection leaves at random; Pebble allocates its
-// memtables and cache from the Go heap in some race-detector builds, so
-// there they add to it. Records: a hundredth and 100, above what a round
-// of pages coming and going moves them by.
+// 2 MiB, for what a collection leaves at random. Records: a hundredth and
+// 100, above what a round of pages coming and going moves them by.
 const (
 	heapSlackFixed   = 2 << 20
 	recordSlackFixed = 100
@@ -85,25 +84,21 @@ func notFlat(samples []sample) []string {
 		return []string{fmt.Sprintf("%d samples over %d rounds: too few to judge", len(samples), last)}
 	}
 	var grew []string
-	check := func(what string, of func(sample) uint64, slack func(peak uint64, s sample) uint64) {
+	check := func(what string, of func(sample) uint64, slack func(peak uint64) uint64) {
 		before := slices.MaxFunc(middle, func(a, b sample) int { return cmp.Compare(of(a), of(b)) })
 		after := slices.MaxFunc(end, func(a, b sample) int { return cmp.Compare(of(a), of(b)) })
-		if of(after) > of(before)+slack(of(before), after) {
+		if of(after) > of(before)+slack(of(before)) {
 			grew = append(grew, fmt.Sprintf("%s grew from %d (peak of rounds %d–%d) to %d (round %d)",
 				what, of(before), middle[0].round, middle[len(middle)-1].round, of(after), after.round))
 		}
 	}
-	records := func(peak uint64, _ sample) uint64 { return peak/100 + recordSlackFixed }
-	check("heap bytes", func(s sample) uint64 { return s.heap }, func(peak uint64, s sample) uint64 {
-		slack := peak/10 + heapSlackFixed
-		if raceEnabled {
-			slack += uint64(s.store.BlockCache) + s.store.MemTables
-		}
-		return slack
+	records := func(peak uint64) uint64 { return peak/100 + recordSlackFixed }
+	check("heap bytes", func(s sample) uint64 { return s.heap }, func(peak uint64) uint64 {
+		return peak/10 + heapSlackFixed
 	})
 	check("locks", func(s sample) uint64 { return uint64(s.store.Locks) }, records)
 	check("sessions", func(s sample) uint64 { return uint64(s.store.Sessions) }, records)
 	check("lost records", func(s sample) uint64 { return uint64(s.store.Lost) }, records)
-	check("goroutines", func(s sample) uint64 { return uint64(s.goroutines) }, func(uint64, sample) uint64 { return goroutineSlack })
+	check("goroutines", func(s sample) uint64 { return uint64(s.goroutines) }, func(uint64) uint64 { return goroutineSlack })
 	return grew
 }

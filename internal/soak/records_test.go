@@ -12,12 +12,13 @@ import (
 	"time"
 
 	"github.com/holdfast/holdfast"
-	"github.com/holdfast/holdfast/pebblestore"
+	"github.com/holdfast/holdfast/logstore"
 )
 
-// BenchmarkRecordHeap measures what the embedded store's heap holds per
-// record, for sizing (docs/GUARANTEES.md): a live session, a lock, and
-// the lost-lock record a release leaves for the retention (24 hours).
+// BenchmarkRecordHeap measures what the embedded store holdfast serve
+// opens (logstore) holds in the heap per record, for sizing
+// (docs/GUARANTEES.md): a live session, a lock, and the lost-lock record
+// a release leaves for the retention (24 hours).
 //
 //	go test -run '^$' -bench RecordHeap -benchtime 1x ./internal/soak/
 func BenchmarkRecordHeap(b *testing.B) {
@@ -25,7 +26,7 @@ func BenchmarkRecordHeap(b *testing.B) {
 	for b.Loop() {
 		b.StopTimer()
 		quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-		st, err := pebblestore.Open(filepath.Join(b.TempDir(), "data"), pebblestore.Config{Logger: quiet})
+		st, err := logstore.Open(filepath.Join(b.TempDir(), "data"), logstore.Config{Logger: quiet})
 		if err != nil {
 			b.Fatal(err)
 		}

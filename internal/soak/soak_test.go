@@ -13,7 +13,7 @@ import (
 
 	"github.com/holdfast/holdfast"
 	"github.com/holdfast/holdfast/client"
-	"github.com/holdfast/holdfast/pebblestore"
+	"github.com/holdfast/holdfast/logstore"
 	"github.com/holdfast/holdfast/server"
 )
 
@@ -37,11 +37,12 @@ func soakLength(t *testing.T) (d time.Duration, every time.Duration) {
 
 // TestSoak keeps 10,000 sessions alive with batched heartbeats while
 // editors acquire and release keys that collide often and pages come and
-// go, against a real server on the embedded store, in rounds that all
-// workers finish before the next starts. The store's clock gains 12 hours
-// a round, so a day of retention passes every two rounds. The only errors
-// allowed are refusals (423). Between rounds the heap, Pebble's memory,
-// the store's records and the goroutines are sampled; after a third of
+// go, against a real server on the embedded store holdfast serve opens
+// (logstore), in rounds that all workers finish before the next starts.
+// The store's clock gains 12 hours a round, so a day of retention passes
+// every two rounds. The only errors allowed are refusals (423). Between
+// rounds the heap (where logstore keeps its records), the store's record
+// counts and the goroutines are sampled; after a third of
 // the run for warm-up, none of them may grow (see notFlat), and every
 // goroutine ends once the server is closed.
 func TestSoak(t *testing.T) {
@@ -51,7 +52,7 @@ func TestSoak(t *testing.T) {
 
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 	var clk clock
-	st, err := pebblestore.Open(filepath.Join(t.TempDir(), "data"), pebblestore.Config{Now: clk.now, Logger: quiet})
+	st, err := logstore.Open(filepath.Join(t.TempDir(), "data"), logstore.Config{Now: clk.now, Logger: quiet})
 	if err != nil {
 		t.Fatal(err)
 	}

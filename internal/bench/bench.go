@@ -17,6 +17,9 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 // Config says what to run. Peers whose address is empty are skipped with
@@ -290,10 +293,27 @@ func (r *runner) startHoldfast(ctx context.Context, dsn string) (*process, error
 	// this load would not be left doing.
 	args := []string{"serve", "--store", dsn, "--log-level", r.cfg.ServerLogLevel}
 	if strings.HasPrefix(dsn, "postgres://") || strings.HasPrefix(dsn, "postgresql://") {
-		// Tables of its own, beside whatever else the database holds.
-		args = append(args, "--migrate-on-start", "--schema", "holdfast_bench")
+		// Tables of its own, beside whatever else the database holds,
+		// and apart from those of another run at the same time; dropped
+		// once the server has stopped (closers run last first).
+		schema := fmt.Sprintf("holdfast_bench_%d", os.Getpid())
+		args = append(args, "--migrate-on-start", "--schema", schema)
+		r.closers = append(r.closers, func() error { return dropSchema(dsn, schema) })
 	}
 	return r.start(ctx, "holdfast serve", r.cfg.Executable, args...)
+}
+
+// dropSchema drops the schema a holdfast server over PostgreSQL used.
+func dropSchema(dsn, schema string) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	pool, err := pgxpool.New(ctx, dsn)
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	_, err = pool.Exec(ctx, `DROP SCHEMA IF EXISTS `+pgx.Identifier{schema}.Sanitize()+` CASCADE`)
+	return err
 }
 
 func (r *runner) start(ctx context.Context, name, exe string, args ...string) (*process, error) {

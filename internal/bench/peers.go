@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"sync"
 
 	"github.com/jackc/pgx/v5"
@@ -22,10 +23,13 @@ import (
 // pgTarget is a hand-rolled lock table in PostgreSQL with
 // synchronous_commit on: insert if absent, delete if owned.
 type pgTarget struct {
-	pool *pgxpool.Pool
+	pool  *pgxpool.Pool
+	table string
 }
 
-const pgTable = "holdfast_bench_locks"
+// pgTable is the lock table's name: a run's own, so that runs at the same
+// time on one database do not drop or share each other's.
+var pgTable = fmt.Sprintf("holdfast_bench_locks_%d", os.Getpid())
 
 func newPGTarget(ctx context.Context, dsn string, conns int) (*pgTarget, error) {
 	cfg, err := pgxpool.ParseConfig(dsn)
@@ -45,11 +49,11 @@ func newPGTarget(ctx context.Context, dsn string, conns int) (*pgTarget, error) 
 		pool.Close()
 		return nil, fmt.Errorf("postgres peer: creating %s: %w", pgTable, err)
 	}
-	return &pgTarget{pool: pool}, nil
+	return &pgTarget{pool: pool, table: pgTable}, nil
 }
 
 func (t *pgTarget) acquire(ctx context.Context, owner string, keys []string) (bool, error) {
-	const insert = `INSERT INTO ` + pgTable + ` (key, owner, expires_at)
+	insert := `INSERT INTO ` + t.table + ` (key, owner, expires_at)
 		SELECT k, $2, now() + $3 * interval '1 second' FROM unnest($1::text[]) AS k
 		ON CONFLICT (key) DO NOTHING`
 	if len(keys) == 1 {
@@ -77,12 +81,12 @@ func (t *pgTarget) acquire(ctx context.Context, owner string, keys []string) (bo
 var errNotGranted = fmt.Errorf("not granted")
 
 func (t *pgTarget) release(ctx context.Context, owner string, keys []string) error {
-	_, err := t.pool.Exec(ctx, `DELETE FROM `+pgTable+` WHERE key = ANY($1) AND owner = $2`, keys, owner)
+	_, err := t.pool.Exec(ctx, `DELETE FROM `+t.table+` WHERE key = ANY($1) AND owner = $2`, keys, owner)
 	return err
 }
 
 func (t *pgTarget) close() error {
-	t.pool.Exec(context.Background(), `DROP TABLE IF EXISTS `+pgTable)
+	t.pool.Exec(context.Background(), `DROP TABLE IF EXISTS `+t.table)
 	t.pool.Close()
 	return nil
 }

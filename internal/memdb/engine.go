@@ -283,6 +283,22 @@ func (e *Engine) deleteLock(key, session string) *lockRec {
 }
 
 func (e *Engine) putSession(s *sessRec) *sessRec {
+	if old := e.sessions[s.id]; old != nil && !old.ended() && !s.ended() {
+		// A live session stays live, as on every heartbeat: its entry by
+		// id is replaced in place rather than deleted and inserted, and
+		// only an idle deadline that moved is re-indexed.
+		e.sessions[s.id] = s
+		e.liveSessions.ReplaceOrInsert(s)
+		was, is := idleItem(old), idleItem(s)
+		sameDeadline := old.idleTimeout > 0 && s.idleTimeout > 0 && was.sec == is.sec && was.nsec == is.nsec
+		if old.idleTimeout > 0 && !sameDeadline {
+			e.idleSessions.Delete(was)
+		}
+		if s.idleTimeout > 0 {
+			e.idleSessions.ReplaceOrInsert(is)
+		}
+		return old
+	}
 	old := e.unindexSession(s.id)
 	e.sessions[s.id] = s
 	if s.ended() {

@@ -74,12 +74,14 @@ func (t *tx) end() {
 }
 
 // reuse empties s for the next transaction, dropping what it points to, or
-// drops s when one big transaction grew it past undoCap.
+// drops s when one big transaction grew it past undoCap. Only s[:len(s)]
+// is cleared: every transaction appends from length zero and clears what
+// it appended, so the elements past the length are zero already.
 func reuse[T any](s []T) []T {
 	if cap(s) > undoCap {
 		return nil
 	}
-	clear(s[:cap(s)])
+	clear(s)
 	return s[:0]
 }
 

@@ -20,6 +20,7 @@ import (
 	"github.com/holdfast/holdfast/client"
 	"github.com/holdfast/holdfast/internal/histcheck"
 	"github.com/holdfast/holdfast/internal/pgtest"
+	"github.com/holdfast/holdfast/logstore"
 	"github.com/holdfast/holdfast/memstore"
 	"github.com/holdfast/holdfast/pebblestore"
 	"github.com/holdfast/holdfast/pgstore"
@@ -82,6 +83,15 @@ func TestRealStoresPass(t *testing.T) {
 	t.Parallel()
 	stores := map[string]func(t *testing.T) store.Store{
 		"memstore": func(*testing.T) store.Store { return memstore.New(memstore.Config{}) },
+		"logstore": func(t *testing.T) store.Store {
+			st, err := logstore.Open(filepath.Join(t.TempDir(), "data"), logstore.Config{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return st
+		},
+		// pebblestore still serves directories it wrote before holdfast
+		// serve moved to logstore.
 		"pebblestore": func(t *testing.T) store.Store {
 			st, err := pebblestore.Open(filepath.Join(t.TempDir(), "data"), pebblestore.Config{})
 			if err != nil {

@@ -26,7 +26,7 @@ import (
 	_ "modernc.org/sqlite"
 
 	"github.com/holdfast/holdfast"
-	"github.com/holdfast/holdfast/pebblestore"
+	"github.com/holdfast/holdfast/logstore"
 )
 
 func main() {
@@ -61,7 +61,7 @@ func run(ctx context.Context, addr, data string, idle time.Duration) error {
 	if err := os.MkdirAll(data, 0o755); err != nil {
 		return err
 	}
-	st, err := pebblestore.Open(filepath.Join(data, "holdfast"), pebblestore.Config{})
+	st, err := logstore.Open(filepath.Join(data, "holdfast"), logstore.Config{})
 	if err != nil {
 		return fmt.Errorf("lock store: %w", err)
 	}

@@ -105,7 +105,7 @@ func listSegments(dir string) ([]*segment, error) {
 			continue // not ours
 		}
 		seg, err := readSegmentHeader(path)
-		if err != nil && i == len(names)-1 && errors.Is(err, errCorrupt) {
+		if err != nil && i == len(names)-1 && errors.Is(err, errCorrupt) && unwritten(path) {
 			if err := os.Remove(path); err != nil {
 				return nil, err
 			}
@@ -117,6 +117,18 @@ func listSegments(dir string) ([]*segment, error) {
 		segs = append(segs, seg)
 	}
 	return segs, nil
+}
+
+// unwritten reports whether a segment whose header does not read holds
+// nothing but that header: the header is fsync'd before the segment gets
+// its name, so a crash can leave it short or zero, never followed by
+// groups. A damaged header in front of groups is damage, not a crash.
+func unwritten(path string) bool {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return false
+	}
+	return len(b) <= headerLen || !slices.ContainsFunc(b, func(c byte) bool { return c != 0 })
 }
 
 func readSegmentHeader(path string) (*segment, error) {
@@ -182,6 +194,9 @@ func (s *Store) replay(segs []*segment, start uint64) (next uint64, err error) {
 			first = i
 		}
 	}
+	if len(segs) > 0 && segs[first].firstSeq > start {
+		return 0, fmt.Errorf("the log starts at group %d, after the checkpoint's %d: %w", segs[first].firstSeq, start, errCorrupt)
+	}
 	next = start
 	for i := first; i < len(segs); i++ {
 		seg := segs[i]
@@ -206,11 +221,15 @@ func (s *Store) replay(segs []*segment, start uint64) (next uint64, err error) {
 		if err != nil {
 			return 0, fmt.Errorf("segment %s: %w", filepath.Base(seg.path), err)
 		}
-		if end < len(b) {
-			if i < len(segs)-1 {
-				return 0, fmt.Errorf("segment %s is damaged at byte %d: %w", filepath.Base(seg.path), end, errCorrupt)
-			}
-			// Its end: a torn group, or the zeros of a prepared segment.
+		if end < len(b) && i < len(segs)-1 {
+			return 0, fmt.Errorf("segment %s is damaged at byte %d: %w", filepath.Base(seg.path), end, errCorrupt)
+		}
+		if i == len(segs)-1 {
+			// Its end: a torn group, or the zeros of a prepared segment,
+			// is cut off. And it is synced even when whole: the process
+			// before may have died between writing its last group and
+			// syncing it, and what is answered from now on must not rest
+			// on a group only the page cache holds.
 			if err := truncate(seg.path, int64(end)); err != nil {
 				return 0, err
 			}

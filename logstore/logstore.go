@@ -142,8 +142,15 @@ func open(dir string, cfg Config, tune tuning) (*Store, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return nil, fmt.Errorf("logstore: %w", err)
+	if _, err := os.Stat(dir); errors.Is(err, os.ErrNotExist) {
+		// A new directory: its entry in its parent is made durable too,
+		// or a power loss could take it, acknowledged writes and all.
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			return nil, fmt.Errorf("logstore: %w", err)
+		}
+		if err := syncDir(filepath.Dir(filepath.Clean(dir))); err != nil {
+			return nil, fmt.Errorf("logstore: %w", err)
+		}
 	}
 	unlock, err := lockDir(filepath.Join(dir, "holdfast.lock"))
 	if err != nil {
@@ -318,7 +325,7 @@ func (s *Store) enqueue(changes []memdb.Change, pruned uint64) *group {
 		if err != nil {
 			// The records are in memory; this cannot fail short of a bug.
 			s.failLocked(fmt.Errorf("encode change: %w", err))
-			return g
+			return finished(s.failed)
 		}
 		g.buf = buf
 	}
@@ -451,6 +458,12 @@ func (s *Store) write(g *group) error {
 		seg, size = next, next.size
 	}
 	if err := s.appendFrame(s.active, size, g.buf); err != nil {
+		// Its callers are told it failed, so it must not come back at the
+		// next open from the page cache (after a failed fsync Linux may
+		// keep the pages, clean): cut it off, as far as the disk lets us.
+		if terr := s.active.Truncate(size); terr == nil {
+			fdatasync(s.active)
+		}
 		return err
 	}
 	s.lastAudit = max(s.lastAudit, g.lastAudit)

@@ -186,6 +186,33 @@ func TestDamageBeforeTheLastSegmentIsRefused(t *testing.T) {
 	}
 }
 
+// A crash can leave the last segment's header short or zero, never
+// damaged in front of groups (it is fsync'd before any group is written):
+// a damaged header there is refused, not taken for an empty segment and
+// removed with the groups behind it.
+func TestDamagedHeaderOfTheLastSegmentIsRefused(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	s := openTuned(t, dir, small)
+	for i := range 5 {
+		commit(t, s, i)
+	}
+	s.Close()
+	path, _, _ := lastSegment(t, dir)
+	b, _ := os.ReadFile(path)
+	b[2] ^= 0xff
+	os.WriteFile(path, b, 0o600)
+	if s, err := open(dir, Config{Logger: quietLog}, small); err == nil {
+		s.Close()
+		t.Fatal("opened a log whose last segment's header is damaged")
+	} else if !errors.Is(err, errCorrupt) {
+		t.Fatalf("open = %v, want errCorrupt", err)
+	}
+	if _, err := os.Stat(path); err != nil {
+		t.Errorf("the damaged segment is gone: %v", err)
+	}
+}
+
 func readState(t *testing.T, s *Store) (locks []store.Lock, audit []store.AuditEntry, token uint64) {
 	t.Helper()
 	s.View(context.Background(), func(tx store.ReadTx) (err error) {

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"sync"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -95,6 +96,17 @@ func (t *pgTarget) close() error {
 // started with appendonly yes and appendfsync always.
 type redisTarget struct {
 	rdb *redis.Client
+	// prefix is the run's own, so that runs sharing a Redis never meet
+	// the keys another left held.
+	prefix string
+}
+
+func (t *redisTarget) keys(keys []string) []string {
+	prefixed := make([]string, len(keys))
+	for i, k := range keys {
+		prefixed[i] = t.prefix + k
+	}
+	return prefixed
 }
 
 // Both scripts run atomically in Redis.
@@ -132,19 +144,19 @@ func newRedisTarget(ctx context.Context, addr string, clients int) (*redisTarget
 		return nil, fmt.Errorf("redis peer at %s runs appendonly %q appendfsync %q: start it with --appendonly yes --appendfsync always for equal durability",
 			addr, aof["appendonly"], cfg["appendfsync"])
 	}
-	return &redisTarget{rdb: rdb}, nil
+	return &redisTarget{rdb: rdb, prefix: fmt.Sprintf("holdfast-bench/%d/%d/", os.Getpid(), time.Now().UnixNano())}, nil
 }
 
 func (t *redisTarget) acquire(ctx context.Context, owner string, keys []string) (bool, error) {
 	if len(keys) == 1 {
-		return t.rdb.SetNX(ctx, keys[0], owner, lockTTL).Result()
+		return t.rdb.SetNX(ctx, t.prefix+keys[0], owner, lockTTL).Result()
 	}
-	n, err := redisAcquireMany.Run(ctx, t.rdb, keys, owner, lockTTL.Milliseconds()).Int()
+	n, err := redisAcquireMany.Run(ctx, t.rdb, t.keys(keys), owner, lockTTL.Milliseconds()).Int()
 	return n == 1, err
 }
 
 func (t *redisTarget) release(ctx context.Context, owner string, keys []string) error {
-	return redisRelease.Run(ctx, t.rdb, keys, owner).Err()
+	return redisRelease.Run(ctx, t.rdb, t.keys(keys), owner).Err()
 }
 
 func (t *redisTarget) close() error { return t.rdb.Close() }

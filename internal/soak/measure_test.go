@@ -14,7 +14,7 @@ import (
 )
 
 // sample is the process's state between two rounds, when no request is
-// under way, after a collection: what stays is what the server keeps.
+// under way, after collections: what stays is what the server keeps.
 type sample struct {
 	round      int
 	at         time.Duration

@@ -49,8 +49,11 @@ type undo struct {
 }
 
 // undoCap bounds the undo log a transaction keeps between transactions, so
-// one huge sweep does not pin its memory forever.
-const undoCap = 1024
+// one huge sweep does not pin its memory forever. It leaves room for a
+// batch of a thousand heartbeats (the server's most operations per batch),
+// whose buffers grow past 1024 entries: a lower bound made every such
+// batch allocate them all again.
+const undoCap = 4096
 
 func (t *tx) begin(now time.Time) {
 	t.reader.now = now

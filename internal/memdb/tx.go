@@ -320,7 +320,8 @@ func (t *tx) DeleteAggregate(member string) error {
 }
 
 func (t *tx) PutLost(l store.Lost) error {
-	var older []uint64
+	var room [4]uint64 // a key rarely has more reported records: no allocation
+	older := room[:0]
 	t.e.lost.AscendRange(lostItem{session: l.Lock.Session, key: l.Lock.Key}, lostItem{session: l.Lock.Session, key: l.Lock.Key, token: l.Lock.Token}, func(it lostItem) bool {
 		if it.rec.reported {
 			older = append(older, it.token)

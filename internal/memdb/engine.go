@@ -85,6 +85,7 @@ func New(now func() time.Time, opts Options) *Engine {
 		auditByAt:     btree.NewG(btreeDegree, lessAuditAt),
 	}
 	e.tx.e = e
+	e.tx.reader.pivot = &e.tx.pivot
 	return e
 }
 

@@ -43,9 +43,16 @@ func lessBySession(x, y *lockRec) bool {
 	return x.key < y.key
 }
 
-// sessionPivot sorts before every lock of session on a key at or after key.
-func sessionPivot(session, key string) *lockRec {
-	return &lockRec{session: session, key: key}
+// sessionPivot returns a record that sorts before every lock of session on
+// a key at or after key. A write transaction runs alone, so it reuses one
+// record (a heartbeat looks up its session's locks every time); readers
+// run concurrently and allocate theirs.
+func (r reader) sessionPivot(session, key string) *lockRec {
+	if r.pivot == nil {
+		return &lockRec{session: session, key: key}
+	}
+	*r.pivot = lockRec{session: session, key: key}
+	return r.pivot
 }
 
 // expiryItem orders locks by (ExpiresAt, key, session). It is two words,

@@ -14,6 +14,9 @@ import (
 type reader struct {
 	e   *Engine
 	now time.Time
+	// pivot, when not nil, is the write transaction's own record for
+	// sessionPivot.
+	pivot *lockRec
 }
 
 var _ store.ReadTx = reader{}
@@ -64,7 +67,7 @@ func (r reader) locksOn(key string, fn func(store.Lock) bool) bool {
 
 func (r reader) SessionLocks(session string) ([]store.Lock, error) {
 	var out []store.Lock
-	pivot := sessionPivot(session, "")
+	pivot := r.sessionPivot(session, "")
 	r.e.locksBySess.AscendGreaterOrEqual(pivot, func(l *lockRec) bool {
 		if l.session != pivot.session {
 			return false
@@ -109,7 +112,7 @@ func (r reader) Locks(q store.LockQuery) ([]store.Lock, error) {
 		return q.Limit <= 0 || len(out) < q.Limit
 	}
 	if q.Session != "" {
-		pivot := sessionPivot(q.Session, max(q.Prefix, q.AfterKey))
+		pivot := r.sessionPivot(q.Session, max(q.Prefix, q.AfterKey))
 		r.e.locksBySess.AscendGreaterOrEqual(pivot, func(l *lockRec) bool {
 			return l.session == pivot.session && visit(l)
 		})
@@ -117,7 +120,7 @@ func (r reader) Locks(q store.LockQuery) ([]store.Lock, error) {
 	}
 	start := keyItem{key: q.Prefix}
 	if hasCursor && q.AfterKey >= q.Prefix {
-		start = keyItem{key: q.AfterKey, rec: sessionPivot(q.AfterSession, q.AfterKey)}
+		start = keyItem{key: q.AfterKey, rec: r.sessionPivot(q.AfterSession, q.AfterKey)}
 	}
 	r.e.locks.AscendGreaterOrEqual(start, func(it keyItem) bool { return visit(it.rec) })
 	return out, nil

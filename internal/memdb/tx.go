@@ -19,6 +19,7 @@ type tx struct {
 	// appended holds the entries AppendAudit numbered when the engine
 	// does not keep the audit log.
 	appended []store.AuditEntry
+	pivot    lockRec // reader.pivot points here
 
 	// The change set and what it is built with, reused by every commit:
 	// the change set is valid only until onCommit returns.
@@ -74,6 +75,7 @@ func (t *tx) end() {
 	}
 	clear(t.seen)
 	clear(t.strict)
+	t.pivot = lockRec{}
 }
 
 // reuse empties s for the next transaction, dropping what it points to, or

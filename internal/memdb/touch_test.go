@@ -68,3 +68,52 @@ func TestTouchSessionIsLazyOnlyWhenNothingElseWroteTheSession(t *testing.T) {
 		return nil
 	})
 }
+
+// A live session rewritten in place keeps exactly one idle entry, at its
+// current deadline, whether its deadline moves, stays or its timeout is
+// set or removed.
+func TestRewrittenLiveSessionKeepsOneIdleEntry(t *testing.T) {
+	t.Parallel()
+	e := New(fixedClock, Options{AuditInMemory: true})
+	idleIDs := func(now time.Time) []string {
+		var ids []string
+		view(t, e, func(tx store.ReadTx) error {
+			got, err := tx.IdleSessions(now, 0)
+			for _, s := range got {
+				ids = append(ids, s.ID)
+			}
+			return err
+		})
+		return ids
+	}
+	s := store.Session{ID: "s-82", LastSeen: t0, IdleTimeout: time.Minute}
+	steps := []struct {
+		name     string
+		lastSeen time.Time
+		timeout  time.Duration
+	}{
+		{"deadline moves", t0.Add(time.Second), time.Minute},
+		{"deadline stays", t0.Add(time.Second), time.Minute},
+		{"timeout removed", t0.Add(2 * time.Second), 0},
+		{"timeout set", t0.Add(3 * time.Second), time.Minute},
+	}
+	mustUpdate(t, e, func(tx store.Tx) error { return tx.PutSession(s) })
+	for _, step := range steps {
+		s.LastSeen, s.IdleTimeout = step.lastSeen, step.timeout
+		mustUpdate(t, e, func(tx store.Tx) error { return tx.(store.Toucher).TouchSession(s) })
+		far := t0.Add(time.Hour)
+		if step.timeout == 0 {
+			if got := idleIDs(far); len(got) != 0 {
+				t.Errorf("%s: idle sessions %v, want none", step.name, got)
+			}
+			continue
+		}
+		deadline := step.lastSeen.Add(step.timeout)
+		if got := idleIDs(deadline.Add(-1)); len(got) != 0 {
+			t.Errorf("%s: idle before the deadline: %v, want none", step.name, got)
+		}
+		if got := idleIDs(far); len(got) != 1 || got[0] != s.ID {
+			t.Errorf("%s: idle sessions %v, want [%s] once", step.name, got, s.ID)
+		}
+	}
+}

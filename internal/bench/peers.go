@@ -38,6 +38,10 @@ func newPGTarget(ctx context.Context, dsn string, conns int) (*pgTarget, error) 
 		return nil, fmt.Errorf("postgres peer: %w", err)
 	}
 	cfg.MaxConns = int32(conns)
+	// Connections left idle once the lock table's rows are done go soon:
+	// the holdfast server over the same database needs as many of them
+	// for its own rows, within PostgreSQL's max_connections.
+	cfg.MaxConnIdleTime, cfg.HealthCheckPeriod = time.Second, 500*time.Millisecond
 	cfg.ConnConfig.RuntimeParams["synchronous_commit"] = "on"
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {

@@ -75,6 +75,9 @@ func printTable(w io.Writer, rows []row) {
 			if p.workload != h.workload || p.system.holdfast || p.ops == 0 {
 				continue
 			}
+			if h.mode != "" && p.mode != "" && h.mode != p.mode {
+				continue // one request each against batches compares nothing
+			}
 			fmt.Fprintf(w, "  %-9s %s ÷ %s = %.2f×\n", h.workload, h.name(), p.name(), h.rate()/p.rate())
 		}
 	}

@@ -1,18 +1,14 @@
 package logstore_test
 
 import (
-	"context"
-	"errors"
-	"fmt"
 	"io"
 	"log/slog"
-	"reflect"
-	"sync"
 	"testing"
 	"time"
 
 	"go.uber.org/goleak"
 
+	"github.com/holdfast/holdfast/internal/embeddedtest"
 	"github.com/holdfast/holdfast/logstore"
 	"github.com/holdfast/holdfast/store"
 	"github.com/holdfast/holdfast/store/storetest"
@@ -27,230 +23,36 @@ func TestMain(m *testing.M) {
 
 var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
 
-func open(t testing.TB, dir string, now func() time.Time) *logstore.Store {
-	t.Helper()
-	s, err := logstore.Open(dir, logstore.Config{Now: now, Logger: quiet})
-	if err != nil {
-		t.Fatalf("Open: %v", err)
-	}
-	return s
+func openStore(dir string, now func() time.Time) (store.Store, error) {
+	return logstore.Open(dir, logstore.Config{Now: now, Logger: quiet})
 }
 
-// harness runs the conformance suite with a fresh directory per store.
-func harness() storetest.Harness {
-	var dirs sync.Map // *logstore.Store → its directory
-	return storetest.Harness{
-		Open: func(t testing.TB, now func() time.Time) store.Store {
-			dir := t.TempDir()
-			s := open(t, dir, now)
-			dirs.Store(s, dir)
-			t.Cleanup(func() { s.Close() })
-			return s
-		},
-		Reopen: func(t testing.TB, old store.Store, now func() time.Time) store.Store {
-			dir, _ := dirs.Load(old)
-			if err := old.Close(); err != nil {
-				t.Fatalf("Close: %v", err)
-			}
-			s := open(t, dir.(string), now)
-			dirs.Store(s, dir)
-			t.Cleanup(func() { s.Close() })
-			return s
-		},
-	}
+func open(t testing.TB, dir string, now func() time.Time) *logstore.Store {
+	t.Helper()
+	return embeddedtest.Open(openStore).MustOpen(t, dir, now).(*logstore.Store)
 }
 
 func TestConformance(t *testing.T) {
 	t.Parallel()
-	storetest.Run(t, harness())
+	storetest.Run(t, embeddedtest.Harness(openStore))
 }
 
 func BenchmarkStore(b *testing.B) {
-	storetest.Bench(b, harness())
-}
-
-var t0 = time.Date(2026, 11, 30, 10, 47, 0, 123456789, time.UTC)
-
-func fixed() time.Time { return t0 }
-
-// everything reads back all records of every kind through the contract.
-type everything struct {
-	Locks      []store.Lock
-	Sessions   []store.Session
-	Ended      []store.Session
-	Aggregates []store.Aggregate
-	Lost       []store.Lost
-	Audit      []store.AuditEntry
-}
-
-func readAll(t *testing.T, s store.Store) everything {
-	t.Helper()
-	var all everything
-	far := t0.Add(1000 * time.Hour)
-	err := s.View(context.Background(), func(tx store.ReadTx) (err error) {
-		all.Locks, _ = tx.Locks(store.LockQuery{})
-		all.Sessions, _ = tx.Sessions(store.SessionQuery{})
-		all.Ended, _ = tx.EndedSessions(far, 0)
-		all.Aggregates, _ = tx.Aggregates("")
-		all.Lost, _ = tx.LostBefore(far, 0)
-		all.Audit, err = tx.Audit(store.AuditQuery{})
-		return err
-	})
-	if err != nil {
-		t.Fatalf("View: %v", err)
-	}
-	return all
+	storetest.Bench(b, embeddedtest.Harness(openStore))
 }
 
 func TestEveryRecordAndCounterSurvivesReopen(t *testing.T) {
-	t.Parallel()
-	dir := t.TempDir()
-	ctx := context.Background()
-	s := open(t, dir, fixed)
-	lock := store.Lock{Key: "policy/12345", Session: "s-81", User: "u-7", Name: "Bob Smith", Shared: true,
-		AcquiredAt: t0, ExpiresAt: t0.Add(2 * time.Hour), Note: "underwriting review"}
-	var lastToken uint64
-	err := s.Update(ctx, func(tx store.Tx) error {
-		for range 3 {
-			lastToken, _ = tx.NextToken()
-		}
-		lock.Token = lastToken - 1
-		tx.PutLock(lock)
-		tx.PutLock(store.Lock{Key: "order/1", Session: "s\x00odd", Token: 1}) // zero times, odd session
-		tx.PutSession(store.Session{ID: "s-81", User: "u-7", Name: "Bob Smith", LastSeen: t0, IdleTimeout: 5 * time.Minute})
-		tx.PutSession(store.Session{ID: "s-9", LastSeen: t0, EndedAt: t0.Add(time.Minute), EndReason: "session_ended"})
-		tx.PutAggregate(store.Aggregate{Member: "asset/9", Root: "lease/3"})
-		tx.PutLost(store.Lost{Lock: lock, Reason: "force_released", Actor: "alice", ForceReason: "on leave", At: t0, Reported: true})
-		tx.AppendAudit(store.AuditEntry{At: t0.Add(-time.Hour), Event: "expired"})
-		for _, ev := range []string{"acquired", "released", "force_released"} {
-			tx.AppendAudit(store.AuditEntry{At: t0, Event: ev, Lock: lock, Actor: "alice", Reason: "why"})
-		}
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	err = s.Update(ctx, func(tx store.Tx) error {
-		n, err := tx.PruneAudit(t0, 0)
-		if n != 1 {
-			t.Errorf("pruned %d audit entries, want 1", n)
-		}
-		return err
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	before := readAll(t, s)
-	if len(before.Locks) != 2 || len(before.Audit) != 3 || len(before.Lost) != 1 {
-		t.Fatalf("unexpected state before reopen: %+v", before)
-	}
-	if err := s.Close(); err != nil {
-		t.Fatal(err)
-	}
-
-	s = open(t, dir, fixed)
-	defer s.Close()
-	if after := readAll(t, s); !reflect.DeepEqual(before, after) {
-		t.Fatalf("state after reopen:\n%+v\nbefore:\n%+v", after, before)
-	}
-	err = s.Update(ctx, func(tx store.Tx) error {
-		if tok, _ := tx.NextToken(); tok != lastToken+1 {
-			t.Errorf("token after reopen %d, want %d", tok, lastToken+1)
-		}
-		if id, _ := tx.AppendAudit(store.AuditEntry{At: t0}); id != 5 {
-			t.Errorf("audit id after reopen %d, want 5", id)
-		}
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	embeddedtest.EveryRecordAndCounterSurvivesReopen(t, openStore)
 }
 
-func TestFailedUpdateIsNotWritten(t *testing.T) {
-	t.Parallel()
-	dir := t.TempDir()
-	ctx := context.Background()
-	s := open(t, dir, fixed)
-	refused := errors.New("refused")
-	if err := s.Update(ctx, func(tx store.Tx) error {
-		tx.NextToken()
-		tx.PutLock(store.Lock{Key: "a", Session: "s"})
-		return refused
-	}); !errors.Is(err, refused) {
-		t.Fatalf("Update = %v", err)
-	}
-	s.Close()
-	s = open(t, dir, fixed)
-	defer s.Close()
-	s.Update(ctx, func(tx store.Tx) error {
-		if _, ok, _ := tx.Lock("a", "s"); ok {
-			t.Error("a refused update's lock is on disk")
-		}
-		if tok, _ := tx.NextToken(); tok != 1 {
-			t.Errorf("first token %d, want 1", tok)
-		}
-		return nil
-	})
-}
+func TestFailedUpdateIsNotWritten(t *testing.T) { embeddedtest.FailedUpdateIsNotWritten(t, openStore) }
 
 func TestDirectoryHeldByAnotherStoreIsRefused(t *testing.T) {
-	t.Parallel()
-	dir := t.TempDir()
-	s := open(t, dir, nil)
-	if s2, err := logstore.Open(dir, logstore.Config{Logger: quiet}); err == nil {
-		s2.Close()
-		t.Fatal("a second Open of a directory in use succeeded")
-	}
-	s.Close()
-	s = open(t, dir, nil) // free again once closed
-	s.Close()
+	embeddedtest.DirectoryHeldByAnotherStoreIsRefused(t, openStore)
 }
 
-func TestClosedStoreIsUnavailable(t *testing.T) {
-	t.Parallel()
-	s := open(t, t.TempDir(), nil)
-	ctx := context.Background()
-	if err := s.Ping(ctx); err != nil {
-		t.Fatalf("Ping = %v", err)
-	}
-	s.Close()
-	for name, err := range map[string]error{
-		"Ping":   s.Ping(ctx),
-		"Update": s.Update(ctx, func(store.Tx) error { return nil }),
-		"View":   s.View(ctx, func(store.ReadTx) error { return nil }),
-	} {
-		if !errors.Is(err, store.ErrUnavailable) {
-			t.Errorf("%s after Close = %v, want ErrUnavailable", name, err)
-		}
-	}
-}
+func TestClosedStoreIsUnavailable(t *testing.T) { embeddedtest.ClosedStoreIsUnavailable(t, openStore) }
 
 func TestConcurrentWritersAllDurable(t *testing.T) {
-	t.Parallel()
-	dir := t.TempDir()
-	ctx := context.Background()
-	s := open(t, dir, fixed)
-	const writers, each = 16, 20
-	var wg sync.WaitGroup
-	for w := range writers {
-		wg.Go(func() {
-			for i := range each {
-				err := s.Update(ctx, func(tx store.Tx) error {
-					tok, _ := tx.NextToken()
-					return tx.PutLock(store.Lock{Key: fmt.Sprintf("k/%d/%d", w, i), Session: "s", Token: tok})
-				})
-				if err != nil {
-					t.Error(err)
-				}
-			}
-		})
-	}
-	wg.Wait()
-	s.Close()
-	s = open(t, dir, fixed)
-	defer s.Close()
-	if got := len(readAll(t, s).Locks); got != writers*each {
-		t.Fatalf("%d locks after reopen, want %d", got, writers*each)
-	}
+	embeddedtest.ConcurrentWritersAllDurable(t, openStore)
 }

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/holdfast/holdfast/internal/embeddedtest"
 	"github.com/holdfast/holdfast/pebblestore"
 	"github.com/holdfast/holdfast/store"
 )
@@ -13,14 +14,14 @@ import (
 // memtable (it holds the writes just made), and still answers after Close.
 func TestMemoryCountsRecordsAndPebble(t *testing.T) {
 	t.Parallel()
-	s := open(t, t.TempDir(), fixed)
-	lock := store.Lock{Key: "policy/1", Session: "s-81", Token: 1, AcquiredAt: t0, ExpiresAt: t0.Add(time.Hour)}
+	s := open(t, t.TempDir(), embeddedtest.Fixed)
+	lock := store.Lock{Key: "policy/1", Session: "s-81", Token: 1, AcquiredAt: embeddedtest.T0, ExpiresAt: embeddedtest.T0.Add(time.Hour)}
 	err := s.Update(context.Background(), func(tx store.Tx) error {
-		tx.PutSession(store.Session{ID: "s-81", LastSeen: t0})
-		tx.PutSession(store.Session{ID: "s-82", LastSeen: t0, EndedAt: t0, EndReason: "session_ended"})
+		tx.PutSession(store.Session{ID: "s-81", LastSeen: embeddedtest.T0})
+		tx.PutSession(store.Session{ID: "s-82", LastSeen: embeddedtest.T0, EndedAt: embeddedtest.T0, EndReason: "session_ended"})
 		tx.PutLock(lock)
-		tx.PutLost(store.Lost{Lock: store.Lock{Key: "policy/2", Session: "s-81", Token: 2}, Reason: "released", At: t0})
-		return tx.PutLost(store.Lost{Lock: store.Lock{Key: "policy/3", Session: "s-82", Token: 3}, Reason: "session_ended", At: t0})
+		tx.PutLost(store.Lost{Lock: store.Lock{Key: "policy/2", Session: "s-81", Token: 2}, Reason: "released", At: embeddedtest.T0})
+		return tx.PutLost(store.Lost{Lock: store.Lock{Key: "policy/3", Session: "s-82", Token: 3}, Reason: "session_ended", At: embeddedtest.T0})
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -13,17 +11,16 @@ import (
 	"testing"
 	"time"
 
+	"github.com/holdfast/holdfast/internal/embeddedtest"
 	"github.com/holdfast/holdfast/store"
 )
-
-var quietLog = slog.New(slog.NewTextHandler(io.Discard, nil))
 
 // small makes segments and checkpoints come often.
 var small = tuning{segmentBytes: 4 << 10, checkpointBytes: 1 << 62}
 
 func openTuned(t *testing.T, dir string, tune tuning) *Store {
 	t.Helper()
-	s, err := open(dir, Config{Now: func() time.Time { return auditT0 }, Logger: quietLog}, tune)
+	s, err := open(dir, Config{Now: func() time.Time { return embeddedtest.AuditT0 }, Logger: quietLog}, tune)
 	if err != nil {
 		t.Fatalf("open: %v", err)
 	}
@@ -38,7 +35,7 @@ func commit(t *testing.T, s *Store, i int) {
 	err := s.Update(context.Background(), func(tx store.Tx) error {
 		tok, _ := tx.NextToken()
 		tx.PutLock(store.Lock{Key: fmt.Sprintf("p/%d/a", i), Session: "s", Token: tok, Note: "first half"})
-		tx.AppendAudit(store.AuditEntry{At: auditT0.Add(time.Duration(i) * time.Second), Event: "acquired", Lock: store.Lock{Key: fmt.Sprintf("p/%d", i)}})
+		tx.AppendAudit(store.AuditEntry{At: embeddedtest.AuditT0.Add(time.Duration(i) * time.Second), Event: "acquired", Lock: store.Lock{Key: fmt.Sprintf("p/%d", i)}})
 		return tx.PutLock(store.Lock{Key: fmt.Sprintf("p/%d/b", i), Session: "s", Token: tok, Note: "second half"})
 	})
 	if err != nil {
@@ -241,7 +238,7 @@ func TestCheckpointDropsSegmentsOnceTheirAuditIsPruned(t *testing.T) {
 	if n := len(must(listSegments(dir))); n != before {
 		t.Fatalf("%d segments after a checkpoint, %d before: segments with live audit entries went", n, before)
 	}
-	if n := pruneAudit(t, s, auditT0.Add(150*time.Second), 0); n != 150 {
+	if n := embeddedtest.PruneAudit(t, s, embeddedtest.AuditT0.Add(150*time.Second), 0); n != 150 {
 		t.Fatalf("pruned %d, want 150", n)
 	}
 	for i := 200; i < 220; i++ {
@@ -284,7 +281,7 @@ func TestCrashBetweenCheckpointAndTruncation(t *testing.T) {
 	for i := range 100 {
 		commit(t, s, i)
 	}
-	pruneAudit(t, s, auditT0.Add(time.Hour), 0)
+	embeddedtest.PruneAudit(t, s, embeddedtest.AuditT0.Add(time.Hour), 0)
 	seq, _, _, err := s.saveCheckpoint(nil)
 	if err != nil {
 		t.Fatal(err)

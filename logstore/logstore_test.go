@@ -15,7 +15,7 @@ import (
 )
 
 func TestMain(m *testing.M) {
-	if crashChild() {
+	if crash.Child() {
 		return
 	}
 	goleak.VerifyTestMain(m)

@@ -17,7 +17,8 @@ import (
 
 var quietLog = slog.New(slog.NewTextHandler(io.Discard, nil))
 
-func openAuditStore(dir string, now func() time.Time) (store.Store, error) {
+// openStore opens the store in dir for the shared tests that look inside it.
+func openStore(dir string, now func() time.Time) (store.Store, error) {
 	return Open(dir, Config{Now: now, Logger: quietLog})
 }
 
@@ -27,10 +28,10 @@ func auditInMemory(s store.Store) int {
 }
 
 func TestAuditLivesOnDiskOnly(t *testing.T) {
-	embeddedtest.AuditLivesOnDiskOnly(t, openAuditStore, auditInMemory)
+	embeddedtest.AuditLivesOnDiskOnly(t, openStore, auditInMemory)
 }
 
-func TestPruneAuditOnDisk(t *testing.T) { embeddedtest.PruneAuditOnDisk(t, openAuditStore) }
+func TestPruneAuditOnDisk(t *testing.T) { embeddedtest.PruneAuditOnDisk(t, openStore) }
 
 // The sweep prunes every second: once a prune has found the oldest entry
 // it keeps, or there is no entry left, the next ones answer without
@@ -39,7 +40,7 @@ func TestPruneAuditOnDisk(t *testing.T) { embeddedtest.PruneAuditOnDisk(t, openA
 func TestPruneAuditSkipsTheLogUntilTheOldestEntryIsDue(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	s := embeddedtest.Open(openAuditStore).OpenAudit(t, dir)
+	s := embeddedtest.Open(openStore).OpenAudit(t, dir)
 	embeddedtest.AppendAuditEntries(t, s)
 	if n := embeddedtest.PruneAudit(t, s, embeddedtest.AuditT0.Add(90*time.Second), 0); n != 2 {
 		t.Fatalf("pruned %d, want 2", n)

@@ -14,7 +14,8 @@ import (
 
 var quietLog = slog.New(slog.NewTextHandler(io.Discard, nil))
 
-func openAuditStore(dir string, now func() time.Time) (store.Store, error) {
+// openStore opens the store in dir for the shared tests that look inside it.
+func openStore(dir string, now func() time.Time) (store.Store, error) {
 	return Open(dir, Config{Now: now, Logger: quietLog})
 }
 
@@ -24,7 +25,7 @@ func auditInMemory(s store.Store) int {
 }
 
 func TestAuditLivesOnDiskOnly(t *testing.T) {
-	embeddedtest.AuditLivesOnDiskOnly(t, openAuditStore, auditInMemory)
+	embeddedtest.AuditLivesOnDiskOnly(t, openStore, auditInMemory)
 }
 
-func TestPruneAuditOnDisk(t *testing.T) { embeddedtest.PruneAuditOnDisk(t, openAuditStore) }
+func TestPruneAuditOnDisk(t *testing.T) { embeddedtest.PruneAuditOnDisk(t, openStore) }

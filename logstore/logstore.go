@@ -31,6 +31,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/holdfast/holdfast/internal/dirlock"
 	"github.com/holdfast/holdfast/internal/memdb"
 	"github.com/holdfast/holdfast/store"
 )
@@ -152,7 +153,7 @@ func open(dir string, cfg Config, tune tuning) (*Store, error) {
 			return nil, fmt.Errorf("logstore: %w", err)
 		}
 	}
-	unlock, err := lockDir(filepath.Join(dir, "holdfast.lock"))
+	unlock, err := dirlock.Lock(filepath.Join(dir, "holdfast.lock"))
 	if err != nil {
 		return nil, fmt.Errorf("logstore: %s is in use by another process: %w", dir, err)
 	}

@@ -2,22 +2,9 @@
 
 package pebblestore
 
-import (
-	"os"
-	"syscall"
-)
+import "github.com/holdfast/holdfast/internal/dirlock"
 
-// lockDir takes an exclusive lock on path, held until the returned
-// function runs. flock belongs to the open file, so a second Open in the
-// same process is refused too.
-func lockDir(path string) (unlock func() error, err error) {
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
-	if err != nil {
-		return nil, err
-	}
-	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
-		f.Close()
-		return nil, err
-	}
-	return f.Close, nil
-}
+// lockDir is dirlock's flock where there is one; elsewhere Pebble's own
+// lock is kept (lock_other.go), as dirlock's fallback would leave a file
+// behind after a crash.
+var lockDir = dirlock.Lock

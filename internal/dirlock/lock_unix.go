@@ -1,16 +1,16 @@
 //go:build unix
 
-package logstore
+package dirlock
 
 import (
 	"os"
 	"syscall"
 )
 
-// lockDir takes an exclusive lock on path, held until the returned
+// Lock takes an exclusive lock on path, held until the returned
 // function runs. flock belongs to the open file, so a second Open in the
 // same process is refused too.
-func lockDir(path string) (unlock func() error, err error) {
+func Lock(path string) (unlock func() error, err error) {
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
 	if err != nil {
 		return nil, err

@@ -1,12 +1,12 @@
 //go:build !unix
 
-package logstore
+package dirlock
 
 import "os"
 
-// lockDir creates path exclusively where flock is not available; a crash
+// Lock creates path exclusively where flock is not available; a crash
 // leaves it behind, to be removed by hand.
-func lockDir(path string) (func() error, error) {
+func Lock(path string) (func() error, error) {
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
 	if err != nil {
 		return nil, err

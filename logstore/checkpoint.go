@@ -9,11 +9,9 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"runtime/debug"
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/holdfast/holdfast/internal/codec"
@@ -317,28 +315,4 @@ func readFrame(r io.Reader, buf []byte) ([]byte, error) {
 	buf = slices.Grow(buf, int(size))[:frameLen+int(size)]
 	_, err := io.ReadFull(r, buf[frameLen:])
 	return buf, err
-}
-
-// gcPause counts the loads under way: the collector is off while any is,
-// and back to its setting when the last ends, however loads of several
-// stores overlap.
-var gcPause struct {
-	sync.Mutex
-	loads, percent int
-}
-
-func pauseGC() (resume func()) {
-	gcPause.Lock()
-	if gcPause.loads == 0 {
-		gcPause.percent = debug.SetGCPercent(-1)
-	}
-	gcPause.loads++
-	gcPause.Unlock()
-	return func() {
-		gcPause.Lock()
-		if gcPause.loads--; gcPause.loads == 0 {
-			debug.SetGCPercent(gcPause.percent)
-		}
-		gcPause.Unlock()
-	}
 }

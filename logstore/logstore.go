@@ -32,6 +32,7 @@ import (
 	"time"
 
 	"github.com/holdfast/holdfast/internal/dirlock"
+	"github.com/holdfast/holdfast/internal/gcpause"
 	"github.com/holdfast/holdfast/internal/memdb"
 	"github.com/holdfast/holdfast/store"
 )
@@ -204,7 +205,7 @@ func (s *Store) recover() error {
 	// would mark the growing heap again and again for nothing (a third of
 	// the CPU of pebblestore's load), so the collector waits until the
 	// checkpoint and the log after it are loaded.
-	defer pauseGC()()
+	defer gcpause.Start()()
 	seq, pruned, err := s.loadCheckpoint()
 	if err != nil {
 		return err

@@ -24,13 +24,13 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"runtime/debug"
 	"sync"
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
 
 	"github.com/holdfast/holdfast/internal/codec"
+	"github.com/holdfast/holdfast/internal/gcpause"
 	"github.com/holdfast/holdfast/internal/memdb"
 	"github.com/holdfast/holdfast/store"
 )
@@ -180,30 +180,6 @@ func (s *Store) load() error {
 // loadRecords reads every record after the audit range, which sorts
 // first. Locks and lost records, nearly all of them, are decoded in place
 // and handed to a memdb.Loader, which copies what it keeps.
-// gcPause counts the loads under way: the collector is off while any is,
-// and back to its setting when the last ends, however loads of several
-// stores overlap.
-var gcPause struct {
-	sync.Mutex
-	loads, percent int
-}
-
-func pauseGC() (resume func()) {
-	gcPause.Lock()
-	if gcPause.loads == 0 {
-		gcPause.percent = debug.SetGCPercent(-1)
-	}
-	gcPause.loads++
-	gcPause.Unlock()
-	return func() {
-		gcPause.Lock()
-		if gcPause.loads--; gcPause.loads == 0 {
-			debug.SetGCPercent(gcPause.percent)
-		}
-		gcPause.Unlock()
-	}
-}
-
 func (s *Store) loadRecords() error {
 	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: auditEnd})
 	if err != nil {
@@ -213,7 +189,7 @@ func (s *Store) loadRecords() error {
 	// would mark the growing heap again and again for nothing (a third of
 	// the load's CPU, docs/STORAGE.md), so the collector waits until it is
 	// done.
-	defer pauseGC()()
+	defer gcpause.Start()()
 	ld := s.mem.Load()
 	defer ld.Close()
 	var (

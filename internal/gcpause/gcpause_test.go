@@ -1,4 +1,4 @@
-package pebblestore
+package gcpause
 
 import (
 	"runtime/debug"
@@ -10,8 +10,8 @@ import (
 func TestOverlappingLoadsRestoreTheCollector(t *testing.T) {
 	before := debug.SetGCPercent(100)
 	defer debug.SetGCPercent(before)
-	resumeA := pauseGC()
-	resumeB := pauseGC()
+	resumeA := Start()
+	resumeB := Start()
 	resumeA()
 	if got := debug.SetGCPercent(-1); got != -1 {
 		t.Fatalf("the collector came back while a load was under way (GOGC %d)", got)

@@ -8,7 +8,7 @@ import (
 
 // On disk every record is one key/value pair. The key starts with a byte
 // naming the record kind and then names the record; the value is the
-// record as internal/records encodes it (a version byte, then the whole
+// record as internal/codec encodes it (a version byte, then the whole
 // record), so loading never has to parse a key. Strings are
 // length-prefixed, numbers are varints.
 const (

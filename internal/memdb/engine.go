@@ -355,14 +355,6 @@ func (e *Engine) deleteAggregate(member string) (oldRoot string, had bool) {
 	return oldRoot, true
 }
 
-func (e *Engine) getLost(id lostItem) *lostRec {
-	it, ok := e.lost.Get(id)
-	if !ok {
-		return nil
-	}
-	return it.rec
-}
-
 func (e *Engine) putLost(r *lostRec) *lostRec {
 	old, had := e.lost.ReplaceOrInsert(lostItemOf(r))
 	if had {
@@ -379,14 +371,6 @@ func (e *Engine) deleteLost(id lostItem) *lostRec {
 	}
 	e.lostByAt.Delete(lostAtOf(old.rec))
 	return old.rec
-}
-
-func (e *Engine) getAudit(id uint64) *store.AuditEntry {
-	it, ok := e.audit.Get(auditItem{id: id})
-	if !ok {
-		return nil
-	}
-	return it.entry
 }
 
 func (e *Engine) putAudit(a *store.AuditEntry) *store.AuditEntry {

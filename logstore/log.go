@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 
 	"github.com/holdfast/holdfast/internal/codec"
 	"github.com/holdfast/holdfast/internal/memdb"
@@ -22,8 +23,15 @@ type segment struct {
 	firstSeq   uint64
 	firstAudit uint64
 	// size is how many bytes of whole, durable frames the file holds:
-	// readers read no further. Guarded by Store.segMu.
-	size int64
+	// readers read no further. Only the committer moves it, and atomically,
+	// so that a commit never waits for an audit listing reading the file.
+	size atomic.Int64
+}
+
+func newSegment(path string, firstSeq, firstAudit uint64, size int64) *segment {
+	seg := &segment{path: path, firstSeq: firstSeq, firstAudit: firstAudit}
+	seg.size.Store(size)
+	return seg
 }
 
 func segmentName(seq uint64) string { return fmt.Sprintf("%016x.log", seq) }
@@ -62,7 +70,7 @@ func installSegment(dir string, f *os.File, firstSeq, firstAudit uint64) (*segme
 	if err := syncDir(dir); err != nil {
 		return nil, err
 	}
-	return &segment{path: path, firstSeq: firstSeq, firstAudit: firstAudit, size: headerLen}, nil
+	return newSegment(path, firstSeq, firstAudit, headerLen), nil
 }
 
 // prepareSegment makes a file of size zero bytes for a future segment.
@@ -149,7 +157,7 @@ func readSegmentHeader(path string) (*segment, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &segment{path: path, firstSeq: h.firstSeq, firstAudit: h.firstAudit, size: info.Size()}, nil
+	return newSegment(path, h.firstSeq, h.firstAudit, info.Size()), nil
 }
 
 // read returns the segment's durable bytes.
@@ -159,7 +167,7 @@ func (seg *segment) read() ([]byte, error) {
 		return nil, err
 	}
 	defer f.Close()
-	b := make([]byte, seg.size)
+	b := make([]byte, seg.size.Load())
 	if _, err := io.ReadFull(f, b); err != nil {
 		return nil, fmt.Errorf("segment %s: %w", filepath.Base(seg.path), err)
 	}
@@ -237,7 +245,7 @@ func (s *Store) replay(segs []*segment, start uint64) (next uint64, err error) {
 				s.log.Warn("logstore: cut a torn group off the log", "segment", seg.path, "at", end, "dropped_bytes", len(b)-end)
 			}
 		}
-		seg.size = int64(end)
+		seg.size.Store(int64(end))
 		next = max(next, expect)
 	}
 	return next, nil

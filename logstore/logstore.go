@@ -95,13 +95,14 @@ type Store struct {
 	// engine's lock.
 	auditEnd uint64
 
-	// segMu guards segs and their sizes: audit readers read the segments
+	// segMu guards segs (not their sizes): audit readers read the segments
 	// while the committer appends and a checkpoint drops old ones.
 	segMu sync.RWMutex
 	segs  []*segment
 
 	// Only the committer uses these.
 	active          *os.File          // the last segment, open for writing
+	activeSeg       *segment          // the last of segs
 	activePrepared  bool              // active was made by prepareSegment
 	prepared        chan preparedFile // the next segment's file, once asked for
 	lastAudit       uint64            // the highest audit ID written
@@ -219,7 +220,7 @@ func (s *Store) recover() error {
 	if err != nil {
 		return err
 	}
-	if n := len(segs); n > 0 && segs[n-1].size == headerLen {
+	if n := len(segs); n > 0 && segs[n-1].size.Load() == headerLen {
 		// The last segment holds no group: the new one takes its place.
 		if err := os.Remove(segs[n-1].path); err != nil {
 			return err
@@ -232,7 +233,7 @@ func (s *Store) recover() error {
 	if err != nil {
 		return err
 	}
-	s.segs, s.active = append(segs, seg), f
+	s.segs, s.active, s.activeSeg = append(segs, seg), f, seg
 	s.nextSeq = next
 	s.filling = s.newGroup()
 	// A crash may have come between a checkpoint and the removal of what
@@ -423,10 +424,8 @@ const maxSpare = 1 << 20
 // once the active one is full, or as soon as a prepared file is ready if
 // the active one was not prepared (the one made at open).
 func (s *Store) write(g *group) error {
-	s.segMu.RLock()
-	seg := s.segs[len(s.segs)-1]
-	size := seg.size
-	s.segMu.RUnlock()
+	seg := s.activeSeg
+	size := seg.size.Load()
 	if s.prepared == nil && size >= s.tune.segmentBytes/16 {
 		// Busy enough to need another segment: zero one in the background.
 		s.prepared = make(chan preparedFile, 1)
@@ -457,7 +456,7 @@ func (s *Store) write(g *group) error {
 		if err != nil {
 			return err
 		}
-		seg, size = next, next.size
+		seg, size = next, next.size.Load()
 	}
 	if err := s.appendFrame(s.active, size, g.buf); err != nil {
 		// Its callers are told it failed, so it must not come back at the
@@ -470,9 +469,7 @@ func (s *Store) write(g *group) error {
 	}
 	s.lastAudit = max(s.lastAudit, g.lastAudit)
 	s.sinceCheckpoint += int64(len(g.buf))
-	s.segMu.Lock()
-	seg.size += int64(len(g.buf))
-	s.segMu.Unlock()
+	seg.size.Add(int64(len(g.buf)))
 	return nil
 }
 
@@ -500,7 +497,7 @@ func (s *Store) rotate(f *os.File, size int64, seq uint64) (*segment, error) {
 		return nil, err
 	}
 	s.active.Close()
-	s.active, s.activePrepared = f, true
+	s.active, s.activePrepared, s.activeSeg = f, true, next
 	s.segMu.Lock()
 	s.segs = append(s.segs, next)
 	s.segMu.Unlock()

@@ -6,6 +6,8 @@ import (
 	"math"
 	"strconv"
 	"time"
+
+	"github.com/holdfast/holdfast/internal/jsonwire"
 )
 
 // Mode is how a lock is held.
@@ -82,47 +84,32 @@ type Lock struct {
 func (l Lock) MarshalJSON() ([]byte, error) {
 	b := make([]byte, 0, 256)
 	b = append(b, `{"key":`...)
-	b = appendJSONString(b, l.Key)
+	b = jsonwire.AppendString(b, l.Key)
 	b = append(b, `,"requested_key":`...)
-	b = appendJSONString(b, l.RequestedKey)
+	b = jsonwire.AppendString(b, l.RequestedKey)
 	b = append(b, `,"mode":`...)
-	b = appendJSONString(b, string(l.Mode))
+	b = jsonwire.AppendString(b, string(l.Mode))
 	b = append(b, `,"owner":{"session":`...)
-	b = appendJSONString(b, l.Owner.Session)
+	b = jsonwire.AppendString(b, l.Owner.Session)
 	if l.Owner.User != "" {
 		b = append(b, `,"user":`...)
-		b = appendJSONString(b, l.Owner.User)
+		b = jsonwire.AppendString(b, l.Owner.User)
 	}
 	if l.Owner.Name != "" {
 		b = append(b, `,"name":`...)
-		b = appendJSONString(b, l.Owner.Name)
+		b = jsonwire.AppendString(b, l.Owner.Name)
 	}
 	b = append(b, `},"token":`...)
 	b = strconv.AppendUint(b, l.Token, 10)
 	if l.Note != "" {
 		b = append(b, `,"note":`...)
-		b = appendJSONString(b, l.Note)
+		b = jsonwire.AppendString(b, l.Note)
 	}
 	b = append(b, `,"acquired_at":`...)
 	b = Time(l.AcquiredAt).appendJSON(b)
 	b = append(b, `,"expires_at":`...)
 	b = Time(l.ExpiresAt).appendJSON(b)
 	return append(b, '}'), nil
-}
-
-// appendJSONString appends s as encoding/json writes it: plain printable
-// ASCII as is, anything else (escapes, HTML characters, non-ASCII) by
-// encoding/json itself.
-func appendJSONString(b []byte, s string) []byte {
-	for i := 0; i < len(s); i++ {
-		if c := s[i]; c < 0x20 || c >= 0x7f || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
-			q, _ := json.Marshal(s) // a string always encodes
-			return append(b, q...)
-		}
-	}
-	b = append(b, '"')
-	b = append(b, s...)
-	return append(b, '"')
 }
 
 // Time is a time.Time that travels as RFC 3339 UTC with milliseconds.

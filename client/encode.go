@@ -7,13 +7,14 @@ import (
 	"time"
 
 	"github.com/holdfast/holdfast"
+	"github.com/holdfast/holdfast/internal/jsonwire"
 )
 
 // The bodies of the calls that can be coalesced are written out by hand:
 // with 64 callers sharing two cores with the server, the reflection of
 // encoding/json was a large part of the client's CPU per operation. Each
 // function writes exactly the bytes json.Marshal writes for the same value
-// (encode_test.go compares them).
+// (TestEncodeMatchesEncodingJSON and FuzzEncode compare them).
 
 // appendBody appends the JSON of a request body.
 func appendBody(b []byte, in any) ([]byte, error) {
@@ -40,21 +41,21 @@ func appendAcquire(b []byte, r holdfast.AcquireRequest) []byte {
 	b = appendStrings(b, r.Keys)
 	if r.Mode != "" {
 		b = append(b, `,"mode":`...)
-		b = appendString(b, string(r.Mode))
+		b = jsonwire.AppendString(b, string(r.Mode))
 	}
 	if r.Intent != "" {
 		b = append(b, `,"intent":`...)
-		b = appendString(b, string(r.Intent))
+		b = jsonwire.AppendString(b, string(r.Intent))
 	}
 	b = append(b, `,"owner":{"session":`...)
-	b = appendString(b, r.Owner.Session)
+	b = jsonwire.AppendString(b, r.Owner.Session)
 	if r.Owner.User != "" {
 		b = append(b, `,"user":`...)
-		b = appendString(b, r.Owner.User)
+		b = jsonwire.AppendString(b, r.Owner.User)
 	}
 	if r.Owner.Name != "" {
 		b = append(b, `,"name":`...)
-		b = appendString(b, r.Owner.Name)
+		b = jsonwire.AppendString(b, r.Owner.Name)
 	}
 	b = append(b, '}')
 	if r.TTL != 0 {
@@ -70,14 +71,14 @@ func appendAcquire(b []byte, r holdfast.AcquireRequest) []byte {
 	}
 	if r.Note != "" {
 		b = append(b, `,"note":`...)
-		b = appendString(b, r.Note)
+		b = jsonwire.AppendString(b, r.Note)
 	}
 	return append(b, '}')
 }
 
 func appendRelease(b []byte, r holdfast.ReleaseRequest) []byte {
 	b = append(b, `{"session":`...)
-	b = appendString(b, r.Session)
+	b = jsonwire.AppendString(b, r.Session)
 	b = append(b, `,"keys":`...)
 	b = appendStrings(b, r.Keys)
 	if r.Token != 0 {
@@ -89,7 +90,7 @@ func appendRelease(b []byte, r holdfast.ReleaseRequest) []byte {
 
 func appendRenew(b []byte, r holdfast.RenewRequest) []byte {
 	b = append(b, `{"session":`...)
-	b = appendString(b, r.Session)
+	b = jsonwire.AppendString(b, r.Session)
 	if len(r.Keys) > 0 {
 		b = append(b, `,"keys":`...)
 		b = appendStrings(b, r.Keys)
@@ -103,9 +104,9 @@ func appendRenew(b []byte, r holdfast.RenewRequest) []byte {
 
 func appendVerify(b []byte, r holdfast.VerifyRequest) []byte {
 	b = append(b, `{"key":`...)
-	b = appendString(b, r.Key)
+	b = jsonwire.AppendString(b, r.Key)
 	b = append(b, `,"session":`...)
-	b = appendString(b, r.Session)
+	b = jsonwire.AppendString(b, r.Session)
 	if r.Token != 0 {
 		b = append(b, `,"token":`...)
 		b = strconv.AppendUint(b, r.Token, 10)
@@ -115,7 +116,7 @@ func appendVerify(b []byte, r holdfast.VerifyRequest) []byte {
 
 func appendHeartbeat(b []byte, r holdfast.HeartbeatRequest) []byte {
 	b = append(b, `{"session":`...)
-	b = appendString(b, r.Session)
+	b = jsonwire.AppendString(b, r.Session)
 	if r.IdleTimeout != 0 {
 		b = append(b, `,"idle_timeout_seconds":`...)
 		b = appendDuration(b, r.IdleTimeout)
@@ -125,7 +126,7 @@ func appendHeartbeat(b []byte, r holdfast.HeartbeatRequest) []byte {
 
 func appendEndSession(b []byte, r holdfast.EndSessionRequest) []byte {
 	b = append(b, `{"session":`...)
-	b = appendString(b, r.Session)
+	b = jsonwire.AppendString(b, r.Session)
 	return append(b, '}')
 }
 
@@ -139,24 +140,9 @@ func appendStrings(b []byte, ss []string) []byte {
 		if i > 0 {
 			b = append(b, ',')
 		}
-		b = appendString(b, s)
+		b = jsonwire.AppendString(b, s)
 	}
 	return append(b, ']')
-}
-
-// appendString writes plain printable ASCII as is and leaves anything that
-// needs escaping (quotes, controls, HTML characters, non-ASCII) to
-// encoding/json.
-func appendString(b []byte, s string) []byte {
-	for i := 0; i < len(s); i++ {
-		if c := s[i]; c < 0x20 || c >= 0x7f || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
-			q, _ := json.Marshal(s) // a string always encodes
-			return append(b, q...)
-		}
-	}
-	b = append(b, '"')
-	b = append(b, s...)
-	return append(b, '"')
 }
 
 // appendDuration writes seconds as holdfast.Duration.MarshalJSON does; the
@@ -174,7 +160,7 @@ func appendDuration(b []byte, d holdfast.Duration) []byte {
 // appendOp writes one operation of a batch.
 func appendOp(b []byte, o Op) ([]byte, error) {
 	b = append(b, `{"op":`...)
-	b = appendString(b, o.name)
+	b = jsonwire.AppendString(b, o.name)
 	b = append(b, `,"body":`...)
 	b, err := appendBody(b, o.body)
 	return append(b, '}'), err

@@ -5,6 +5,7 @@ import (
 	"strconv"
 
 	"github.com/holdfast/holdfast"
+	"github.com/holdfast/holdfast/internal/jsonwire"
 )
 
 // The answers of the lock operations, and error bodies (a refused acquire
@@ -61,7 +62,7 @@ func (r *releaseResponse) appendJSON(b []byte) ([]byte, error) {
 			if i > 0 {
 				b = append(b, ',')
 			}
-			b = appendString(b, key)
+			b = jsonwire.AppendString(b, key)
 		}
 		b = append(b, ']')
 	}
@@ -83,14 +84,14 @@ func (r *verifyResponse) appendJSON(b []byte) ([]byte, error) {
 func (r *heartbeatResponse) appendJSON(b []byte) ([]byte, error) {
 	s := &r.Session
 	b = append(b, `{"session":{"id":`...)
-	b = appendString(b, s.ID)
+	b = jsonwire.AppendString(b, s.ID)
 	if s.User != "" {
 		b = append(b, `,"user":`...)
-		b = appendString(b, s.User)
+		b = jsonwire.AppendString(b, s.User)
 	}
 	if s.Name != "" {
 		b = append(b, `,"name":`...)
-		b = appendString(b, s.Name)
+		b = jsonwire.AppendString(b, s.Name)
 	}
 	b = append(b, `,"last_seen":`...)
 	b = appendTime(b, s.LastSeen)
@@ -127,14 +128,14 @@ func appendLostLock(b []byte, l *holdfast.LostLock) []byte {
 	b = append(b, `{"lock":`...)
 	b = appendLock(b, &l.Lock)
 	b = append(b, `,"reason":`...)
-	b = appendString(b, string(l.Reason))
+	b = jsonwire.AppendString(b, string(l.Reason))
 	if l.Actor != "" {
 		b = append(b, `,"actor":`...)
-		b = appendString(b, l.Actor)
+		b = jsonwire.AppendString(b, l.Actor)
 	}
 	if l.ForceReason != "" {
 		b = append(b, `,"force_reason":`...)
-		b = appendString(b, l.ForceReason)
+		b = jsonwire.AppendString(b, l.ForceReason)
 	}
 	return append(b, '}')
 }
@@ -153,7 +154,7 @@ func (r *lockPageResponse) appendJSON(b []byte) ([]byte, error) {
 	if r.Next == nil {
 		b = append(b, "null"...)
 	} else {
-		b = appendString(b, *r.Next)
+		b = jsonwire.AppendString(b, *r.Next)
 	}
 	return append(b, '}'), nil
 }
@@ -199,12 +200,12 @@ func (e *errorBody) appendJSON(b []byte) ([]byte, error) {
 // leaves out empty lists too.
 func (e *apiError) appendJSON(b []byte) ([]byte, error) {
 	b = append(b, `{"code":`...)
-	b = appendString(b, e.Code)
+	b = jsonwire.AppendString(b, e.Code)
 	b = append(b, `,"message":`...)
-	b = appendString(b, e.Message)
+	b = jsonwire.AppendString(b, e.Message)
 	if e.Field != "" {
 		b = append(b, `,"field":`...)
-		b = appendString(b, e.Field)
+		b = jsonwire.AppendString(b, e.Field)
 	}
 	if len(e.Conflicts) > 0 {
 		b = append(b, `,"conflicts":[`...)
@@ -214,9 +215,9 @@ func (e *apiError) appendJSON(b []byte) ([]byte, error) {
 				b = append(b, ',')
 			}
 			b = append(b, `{"key":`...)
-			b = appendString(b, c.Key)
+			b = jsonwire.AppendString(b, c.Key)
 			b = append(b, `,"requested_key":`...)
-			b = appendString(b, c.RequestedKey)
+			b = jsonwire.AppendString(b, c.RequestedKey)
 			b = append(b, `,"holders":`...)
 			b = appendLocks(b, c.Holders)
 			b = append(b, '}')
@@ -225,7 +226,7 @@ func (e *apiError) appendJSON(b []byte) ([]byte, error) {
 	}
 	if e.Reason != "" {
 		b = append(b, `,"reason":`...)
-		b = appendString(b, string(e.Reason))
+		b = jsonwire.AppendString(b, string(e.Reason))
 	}
 	if e.Lock != nil {
 		b = append(b, `,"lock":`...)
@@ -233,11 +234,11 @@ func (e *apiError) appendJSON(b []byte) ([]byte, error) {
 	}
 	if e.Actor != "" {
 		b = append(b, `,"actor":`...)
-		b = appendString(b, e.Actor)
+		b = jsonwire.AppendString(b, e.Actor)
 	}
 	if e.ForceReason != "" {
 		b = append(b, `,"force_reason":`...)
-		b = appendString(b, e.ForceReason)
+		b = jsonwire.AppendString(b, e.ForceReason)
 	}
 	if len(e.Released) > 0 {
 		b = append(b, `,"released":`...)
@@ -271,19 +272,4 @@ func appendLock(b []byte, l *holdfast.Lock) []byte {
 func appendTime(b []byte, t holdfast.Time) []byte {
 	j, _ := t.MarshalJSON()
 	return append(b, j...)
-}
-
-// appendString appends s as encoding/json writes it: plain printable
-// ASCII as is, anything else (escapes, HTML characters, non-ASCII) by
-// encoding/json itself.
-func appendString(b []byte, s string) []byte {
-	for i := 0; i < len(s); i++ {
-		if c := s[i]; c < 0x20 || c >= 0x7f || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
-			q, _ := json.Marshal(s) // a string always encodes
-			return append(b, q...)
-		}
-	}
-	b = append(b, '"')
-	b = append(b, s...)
-	return append(b, '"')
 }

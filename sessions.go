@@ -35,21 +35,15 @@ type heartbeatOp struct {
 
 func (h *heartbeatOp) run(o *op) error {
 	req := &h.req
-	s, ok, err := o.session(req.Session)
+	s, live, err := o.liveSession(req.Session)
 	if err != nil {
 		return err
 	}
-	if ok && o.idle(s) {
-		if _, err := o.endSession(s, LostSessionExpired); err != nil {
-			return err
-		}
-		s, _, _ = o.session(req.Session)
-	}
-	if ok && s.Ended() {
+	if s.Ended() { // ended before, or just now for being idle
 		return o.endedError(s)
 	}
-	activity := ok && (req.IdleTimeout == 0 || time.Duration(req.IdleTimeout) == s.IdleTimeout)
-	if !ok {
+	activity := live && (req.IdleTimeout == 0 || time.Duration(req.IdleTimeout) == s.IdleTimeout)
+	if !live {
 		s = store.Session{ID: req.Session}
 	}
 	s.LastSeen = o.now

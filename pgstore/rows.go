@@ -69,8 +69,9 @@ func (c *lockRows) related(key string) []store.Lock {
 		add(k)
 	}
 	// Keys below key sort in [key+"/", key+"0"): '0' follows '/'.
-	i, _ := slices.BinarySearch(c.keys, key+"/")
-	for ; i < len(c.keys) && c.keys[i] < key+"0"; i++ {
+	below, end := key+"/", key+"0"
+	i, _ := slices.BinarySearch(c.keys, below)
+	for ; i < len(c.keys) && c.keys[i] < end; i++ {
 		add(c.keys[i])
 	}
 	slices.SortFunc(out, func(a, b store.Lock) int {

@@ -21,6 +21,8 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzKeys$$' -fuzztime $(FUZZTIME) .
 	$(GO) test -run '^$$' -fuzz '^FuzzOperations$$' -fuzztime $(FUZZTIME) .
 	$(GO) test -run '^$$' -fuzz '^FuzzLockJSON$$' -fuzztime $(FUZZTIME) .
+	$(GO) test -run '^$$' -fuzz '^FuzzDurationJSON$$' -fuzztime $(FUZZTIME) .
+	$(GO) test -run '^$$' -fuzz '^FuzzTimeUnmarshal$$' -fuzztime $(FUZZTIME) .
 	$(GO) test -run '^$$' -fuzz '^FuzzRequestBodies$$' -fuzztime $(FUZZTIME) ./server
 	$(GO) test -run '^$$' -fuzz '^FuzzQueries$$' -fuzztime $(FUZZTIME) ./server
 	$(GO) test -run '^$$' -fuzz '^FuzzJSONReader$$' -fuzztime $(FUZZTIME) ./server

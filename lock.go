@@ -130,14 +130,21 @@ func (t Time) appendJSON(b []byte) []byte {
 	return append(b, '"')
 }
 
+// UnmarshalJSON parses an RFC 3339 time. A string without escapes, which
+// is what the API writes, is parsed where it lies; anything else is
+// unquoted by encoding/json first.
 func (t *Time) UnmarshalJSON(b []byte) error {
 	if string(b) == "null" {
 		*t = Time{}
 		return nil
 	}
-	var s string
-	if err := json.Unmarshal(b, &s); err != nil {
-		return err
+	s, ok := plainString(b)
+	if !ok {
+		var q string
+		if err := json.Unmarshal(b, &q); err != nil {
+			return err
+		}
+		s = q
 	}
 	v, err := time.Parse(time.RFC3339Nano, s)
 	if err != nil {
@@ -147,12 +154,48 @@ func (t *Time) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
+// plainString returns the contents of b when b is a JSON string that
+// encoding/json would decode to exactly its bytes: quoted, printable ASCII,
+// no escape.
+func plainString(b []byte) (string, bool) {
+	if len(b) < 2 || b[0] != '"' || b[len(b)-1] != '"' {
+		return "", false
+	}
+	b = b[1 : len(b)-1]
+	for _, c := range b {
+		if c < 0x20 || c >= 0x80 || c == '"' || c == '\\' {
+			return "", false
+		}
+	}
+	return string(b), true
+}
+
 // Duration is a time.Duration that travels as seconds (a JSON number,
 // fractions allowed). Zero means "not given".
 type Duration time.Duration
 
+// MarshalJSON writes the seconds as encoding/json writes a float64; by hand
+// because every acquire carries a TTL.
 func (d Duration) MarshalJSON() ([]byte, error) {
-	return json.Marshal(time.Duration(d).Seconds())
+	return d.appendJSON(make([]byte, 0, 24)), nil
+}
+
+// appendJSON formats the seconds as encoding/json does a float64: plain
+// decimals from 1e-6 up to 1e21, else an exponent without a leading zero.
+// A duration's seconds are always finite.
+func (d Duration) appendJSON(b []byte) []byte {
+	s := time.Duration(d).Seconds()
+	format := byte('f')
+	if a := math.Abs(s); a != 0 && (a < 1e-6 || a >= 1e21) {
+		format = 'e'
+	}
+	b = strconv.AppendFloat(b, s, format, -1, 64)
+	if n := len(b); format == 'e' && n >= 4 && b[n-4] == 'e' && b[n-3] == '-' && b[n-2] == '0' {
+		// e-07 becomes e-7.
+		b[n-2] = b[n-1]
+		b = b[:n-1]
+	}
+	return b
 }
 
 func (d *Duration) UnmarshalJSON(b []byte) error {

@@ -2,6 +2,7 @@ package holdfast
 
 import (
 	"encoding/json"
+	"math"
 	"testing"
 	"time"
 )
@@ -55,4 +56,72 @@ func FuzzLockJSON(f *testing.F) {
 			t.Fatalf("got %s\nwant %s", got, want)
 		}
 	})
+}
+
+// The hand-written Duration.MarshalJSON writes what encoding/json writes
+// for the seconds.
+func TestDurationJSONMatchesFloat(t *testing.T) {
+	for _, d := range []time.Duration{0, 1, 999, 1000, 1500, time.Microsecond, time.Millisecond, 1234567 * time.Nanosecond,
+		time.Second, 90 * time.Second, 5 * time.Minute, 36 * time.Hour, -time.Second, -1, math.MaxInt64, math.MinInt64} {
+		checkDurationJSON(t, d)
+	}
+}
+
+func FuzzDurationJSON(f *testing.F) {
+	f.Add(int64(time.Minute))
+	f.Add(int64(7))
+	f.Fuzz(func(t *testing.T, n int64) { checkDurationJSON(t, time.Duration(n)) })
+}
+
+func checkDurationJSON(t *testing.T, d time.Duration) {
+	t.Helper()
+	got, err := Duration(d).MarshalJSON()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := json.Marshal(d.Seconds())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(got) != string(want) {
+		t.Errorf("Duration(%d): got %s, want %s", d, got, want)
+	}
+}
+
+// Time.UnmarshalJSON decodes what encoding/json decodes the string to, and
+// fails where that fails.
+func TestTimeUnmarshalMatchesEncodingJSON(t *testing.T) {
+	for _, s := range []string{`null`, `"2026-11-30T09:05:01.123Z"`, `"2026-11-30T10:05:01.123456789+01:00"`,
+		`"2026-11-30T09:05:01Z"`, `"2026-11-30T09:05:01.123\u005a"`, `"2026-11-30T09:05:01.123Z`, `2026`, `""`, `"`,
+		` "2026-11-30T09:05:01.123Z"`, `"2026-11-30 09:05:01Z"`, `"bad\x01"`, `"Zoë"`, `"\xff"`, `{}`, `"a"b"`} {
+		checkTimeUnmarshal(t, []byte(s))
+	}
+}
+
+func FuzzTimeUnmarshal(f *testing.F) {
+	f.Add([]byte(`"2026-11-30T09:05:01.123Z"`))
+	f.Add([]byte(`"2026-11-30T09:05:01.123\u005a"`))
+	f.Fuzz(checkTimeUnmarshal)
+}
+
+// checkTimeUnmarshal compares with unquoting by encoding/json, then
+// parsing, as Time.UnmarshalJSON did before it had a fast path.
+func checkTimeUnmarshal(t *testing.T, b []byte) {
+	t.Helper()
+	var got Time
+	gotErr := got.UnmarshalJSON(b)
+	var want time.Time
+	var s string
+	wantErr := json.Unmarshal(b, &s)
+	if string(b) == "null" {
+		wantErr = nil
+	} else if wantErr == nil {
+		want, wantErr = time.Parse(time.RFC3339Nano, s)
+	}
+	if (gotErr == nil) != (wantErr == nil) || gotErr != nil && gotErr.Error() != wantErr.Error() {
+		t.Fatalf("%q: error %v, want %v", b, gotErr, wantErr)
+	}
+	if !time.Time(got).Equal(want) || time.Time(got).String() != want.String() {
+		t.Fatalf("%q: %v, want %v", b, time.Time(got), want)
+	}
 }

@@ -290,25 +290,6 @@ func (r *reader) unmarshaler(u json.Unmarshaler) {
 	}
 }
 
-// holdfastTime reads a holdfast.Time. A plain string is parsed as its
-// UnmarshalJSON parses one, without that method's detour through
-// encoding/json; anything else goes to the method.
-func (r *reader) holdfastTime(t *holdfast.Time) {
-	if !r.peek('"') {
-		r.unmarshaler(t)
-		return
-	}
-	s := r.rawString()
-	if r.failed {
-		return
-	}
-	v, err := time.Parse(time.RFC3339Nano, string(s))
-	if err != nil {
-		r.fail()
-	}
-	*t = holdfast.Time(v)
-}
-
 // skip consumes any one JSON value, checking its syntax.
 func (r *reader) skip(depth int) {
 	if depth > maxSkipDepth {
@@ -650,12 +631,12 @@ func (r *reader) sessionInfo(s *holdfast.SessionInfo) {
 		case 2:
 			s.Name = r.string()
 		case 3:
-			r.holdfastTime(&s.LastSeen)
+			r.unmarshaler(&s.LastSeen)
 		case 4:
 			r.unmarshaler(&s.IdleTimeout)
 		case 5:
 			s.ExpiresAt = new(holdfast.Time)
-			r.holdfastTime(s.ExpiresAt)
+			r.unmarshaler(s.ExpiresAt)
 		case 6:
 			s.Locks = r.int()
 		}

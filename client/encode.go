@@ -2,9 +2,7 @@ package client
 
 import (
 	"encoding/json"
-	"math"
 	"strconv"
-	"time"
 
 	"github.com/holdfast/holdfast"
 	"github.com/holdfast/holdfast/internal/jsonwire"
@@ -145,15 +143,9 @@ func appendStrings(b []byte, ss []string) []byte {
 	return append(b, ']')
 }
 
-// appendDuration writes seconds as holdfast.Duration.MarshalJSON does; the
-// plain decimal form covers every duration from a microsecond up, the rest
-// goes through the method itself.
+// appendDuration writes seconds as holdfast.Duration.MarshalJSON does.
 func appendDuration(b []byte, d holdfast.Duration) []byte {
-	s := time.Duration(d).Seconds()
-	if a := math.Abs(s); a >= 1e-6 && a < 1e21 {
-		return strconv.AppendFloat(b, s, 'f', -1, 64)
-	}
-	j, _ := d.MarshalJSON() // a float always encodes
+	j, _ := d.MarshalJSON() // seconds of an int64: never fails
 	return append(b, j...)
 }
 

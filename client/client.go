@@ -37,7 +37,8 @@ type Config struct {
 	// HTTPClient carries the requests. The default has no timeout, so that
 	// each call's context decides how long it may take, and keeps up to 100
 	// idle connections to the server (Go's default transport keeps two, and
-	// concurrent callers would open and close connections all the time). A
+	// concurrent callers would open and close connections all the time).
+	// Every Client built without one shares the default, and its pool. A
 	// Timeout set here also cuts the event stream of Events.
 	HTTPClient *http.Client
 	// UserAgent is sent with every request; default "holdfast-go-client".
@@ -59,6 +60,18 @@ type Config struct {
 // maxIdleConns is how many idle connections to the server the default
 // HTTP client keeps for reuse.
 const maxIdleConns = 100
+
+// defaultHTTPClient is the HTTP client of every Client built without one:
+// one connection pool for the whole program, however many Clients it makes.
+var defaultHTTPClient = sync.OnceValue(func() *http.Client {
+	c := &http.Client{}
+	if dt, ok := http.DefaultTransport.(*http.Transport); ok {
+		tr := dt.Clone()
+		tr.MaxIdleConns, tr.MaxIdleConnsPerHost = maxIdleConns, maxIdleConns
+		c.Transport = tr
+	}
+	return c
+})
 
 // Client calls a holdfast server. It is safe for concurrent use.
 type Client struct {
@@ -95,12 +108,7 @@ func New(cfg Config) (*Client, error) {
 	}
 	c := &Client{base: base, token: cfg.Token, http: cfg.HTTPClient, userAgent: cfg.UserAgent}
 	if c.http == nil {
-		c.http = &http.Client{}
-		if dt, ok := http.DefaultTransport.(*http.Transport); ok {
-			tr := dt.Clone()
-			tr.MaxIdleConns, tr.MaxIdleConnsPerHost = maxIdleConns, maxIdleConns
-			c.http.Transport = tr
-		}
+		c.http = defaultHTTPClient()
 	}
 	if c.userAgent == "" {
 		c.userAgent = "holdfast-go-client"

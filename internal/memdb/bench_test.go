@@ -80,3 +80,27 @@ func BenchmarkAcquireReleaseAmongMillion(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkTouchAmongSessions writes what a heartbeat writes, its
+// session's activity, among the 10,000 sessions of holdfast bench's
+// heartbeat workload.
+func BenchmarkTouchAmongSessions(b *testing.B) {
+	const sessions = 10_000
+	e := New(time.Now, Options{})
+	now := time.Now().UTC()
+	for i := range sessions {
+		s := store.Session{ID: fmt.Sprintf("bench-hb-%d", i), User: "u", LastSeen: now, IdleTimeout: 30 * time.Minute}
+		if err := e.Update(func(tx store.Tx) error { return tx.PutSession(s) }, nil); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportAllocs()
+	i := 0
+	for b.Loop() {
+		i++
+		s := store.Session{ID: fmt.Sprintf("bench-hb-%d", i%sessions), User: "u", LastSeen: now.Add(time.Duration(i) * time.Millisecond), IdleTimeout: 30 * time.Minute}
+		if err := e.Update(func(tx store.Tx) error { return tx.(store.Toucher).TouchSession(s) }, func([]Change) {}); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

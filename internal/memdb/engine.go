@@ -33,7 +33,13 @@ type Engine struct {
 
 	sessions     map[string]*sessRec
 	liveSessions *btree.BTreeG[*sessRec]
-	idleSessions *btree.BTreeG[timedSessionItem] // live, with an idle timeout
+	// idleSessions holds each live session with an idle timeout once, at
+	// idleAt[id]: its idle deadline or an earlier one. A heartbeat moves
+	// the deadline later and leaves the entry where it is, which spares
+	// the most frequent write of all two updates of the index; the sweep
+	// moves the entries it finds early (see tx.IdleSessions).
+	idleSessions *btree.BTreeG[timedSessionItem]
+	idleAt       map[string]timedSessionItem
 	endedSession *btree.BTreeG[timedSessionItem]
 
 	aggRoot     map[string]string
@@ -75,6 +81,7 @@ func New(now func() time.Time, opts Options) *Engine {
 		sessions:      make(map[string]*sessRec),
 		liveSessions:  btree.NewG(btreeDegree, lessSession),
 		idleSessions:  btree.NewG(btreeDegree, lessTimedSession),
+		idleAt:        make(map[string]timedSessionItem),
 		endedSession:  btree.NewG(btreeDegree, lessTimedSession),
 		aggRoot:       make(map[string]string),
 		aggByMember:   btree.NewG(btreeDegree, lessAgg),
@@ -286,18 +293,10 @@ func (e *Engine) deleteLock(key, session string) *lockRec {
 func (e *Engine) putSession(s *sessRec) *sessRec {
 	if old := e.sessions[s.id]; old != nil && !old.ended() && !s.ended() {
 		// A live session stays live, as on every heartbeat: its entry by
-		// id is replaced in place rather than deleted and inserted, and
-		// only an idle deadline that moved is re-indexed.
+		// id is replaced in place rather than deleted and inserted.
 		e.sessions[s.id] = s
 		e.liveSessions.ReplaceOrInsert(s)
-		was, is := idleItem(old), idleItem(s)
-		sameDeadline := old.idleTimeout > 0 && s.idleTimeout > 0 && was.sec == is.sec && was.nsec == is.nsec
-		if old.idleTimeout > 0 && !sameDeadline {
-			e.idleSessions.Delete(was)
-		}
-		if s.idleTimeout > 0 {
-			e.idleSessions.ReplaceOrInsert(is)
-		}
+		e.indexIdle(s)
 		return old
 	}
 	old := e.unindexSession(s.id)
@@ -307,10 +306,43 @@ func (e *Engine) putSession(s *sessRec) *sessRec {
 		return old
 	}
 	e.liveSessions.ReplaceOrInsert(s)
-	if s.idleTimeout > 0 {
-		e.idleSessions.ReplaceOrInsert(idleItem(s))
-	}
+	e.indexIdle(s)
 	return old
+}
+
+// indexIdle keeps the idle entry of live session s at or before its
+// deadline: where it is if it is not later, else at the deadline. A
+// session without an idle timeout has none.
+func (e *Engine) indexIdle(s *sessRec) {
+	at, had := e.idleAt[s.id]
+	if s.idleTimeout <= 0 {
+		if had {
+			e.unindexIdle(at)
+		}
+		return
+	}
+	due := idleItem(s)
+	if had {
+		if !due.earlier(at) {
+			return
+		}
+		e.idleSessions.Delete(at)
+	}
+	e.idleSessions.ReplaceOrInsert(due)
+	e.idleAt[s.id] = due
+}
+
+// reindexIdle moves the idle entry of live session id to its deadline.
+func (e *Engine) reindexIdle(id string) {
+	e.idleSessions.Delete(e.idleAt[id])
+	due := idleItem(e.sessions[id])
+	e.idleSessions.ReplaceOrInsert(due)
+	e.idleAt[id] = due
+}
+
+func (e *Engine) unindexIdle(at timedSessionItem) {
+	e.idleSessions.Delete(at)
+	delete(e.idleAt, at.rec.id)
 }
 
 func (e *Engine) deleteSession(id string) *sessRec {
@@ -330,8 +362,8 @@ func (e *Engine) unindexSession(id string) *sessRec {
 		return old
 	}
 	e.liveSessions.Delete(old)
-	if old.idleTimeout > 0 {
-		e.idleSessions.Delete(idleItem(old))
+	if at, ok := e.idleAt[id]; ok {
+		e.unindexIdle(at)
 	}
 	return old
 }

@@ -114,6 +114,11 @@ func (it timedSessionItem) after(t time.Time) bool {
 	return it.sec > sec || (it.sec == sec && it.nsec > nsec)
 }
 
+// earlier reports whether the item's time is before o's.
+func (it timedSessionItem) earlier(o timedSessionItem) bool {
+	return it.sec < o.sec || (it.sec == o.sec && it.nsec < o.nsec)
+}
+
 // before reports whether the item's time is before t.
 func (it timedSessionItem) before(t time.Time) bool {
 	sec, nsec := unixOf(t)

@@ -145,15 +145,29 @@ func (r reader) Session(id string) (store.Session, bool, error) {
 }
 
 func (r reader) IdleSessions(now time.Time, limit int) ([]store.Session, error) {
+	return r.e.idle(now, limit, nil), nil
+}
+
+// idle returns up to limit live sessions whose idle deadline is at or
+// before now. An entry of idleSessions found before its session's
+// deadline is passed over, and its id added to early when that is not nil.
+func (e *Engine) idle(now time.Time, limit int, early *[]string) []store.Session {
 	var out []store.Session
-	r.e.idleSessions.Ascend(func(it timedSessionItem) bool {
+	e.idleSessions.Ascend(func(it timedSessionItem) bool {
 		if it.after(now) || (limit > 0 && len(out) >= limit) {
 			return false
 		}
-		out = append(out, it.rec.session())
+		s := e.sessions[it.rec.id]
+		if idleItem(s).after(now) {
+			if early != nil {
+				*early = append(*early, s.id)
+			}
+			return true
+		}
+		out = append(out, s.session())
 		return true
 	})
-	return out, nil
+	return out
 }
 
 func (r reader) Sessions(q store.SessionQuery) ([]store.Session, error) {

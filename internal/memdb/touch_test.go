@@ -117,3 +117,71 @@ func TestRewrittenLiveSessionKeepsOneIdleEntry(t *testing.T) {
 		}
 	}
 }
+
+// A touch that moves the idle deadline later leaves the idle entry where
+// it is; the sweep's IdleSessions passes over it until the real deadline
+// and moves it there, and a deadline moved earlier (a shorter timeout, or
+// a rollback) moves the entry at once.
+func TestIdleEntryLagsBehindALaterDeadline(t *testing.T) {
+	t.Parallel()
+	e := New(fixedClock, Options{AuditInMemory: true})
+	s := store.Session{ID: "s-83", LastSeen: t0, IdleTimeout: time.Minute}
+	mustUpdate(t, e, func(tx store.Tx) error { return tx.PutSession(s) })
+	entry := func() time.Time {
+		it, ok := e.idleAt[s.ID]
+		if !ok || e.idleSessions.Len() != 1 {
+			t.Fatalf("idle entries: %d, of %s: %v; want one", e.idleSessions.Len(), s.ID, ok)
+		}
+		return time.Unix(it.sec, int64(it.nsec)).UTC()
+	}
+	sweep := func(now time.Time) (ids []string) {
+		mustUpdate(t, e, func(tx store.Tx) error {
+			got, err := tx.IdleSessions(now, 0)
+			for _, s := range got {
+				ids = append(ids, s.ID)
+			}
+			return err
+		})
+		return ids
+	}
+	touch := func(lastSeen time.Time, timeout time.Duration) {
+		s.LastSeen, s.IdleTimeout = lastSeen, timeout
+		mustUpdate(t, e, func(tx store.Tx) error { return tx.(store.Toucher).TouchSession(s) })
+	}
+
+	touch(t0.Add(30*time.Second), time.Minute)
+	if got := entry(); !got.Equal(t0.Add(time.Minute)) {
+		t.Fatalf("after a later deadline the entry is at %v, want it left at %v", got, t0.Add(time.Minute))
+	}
+	if got := sweep(t0.Add(time.Minute)); len(got) != 0 {
+		t.Errorf("idle at the old deadline: %v, want none", got)
+	}
+	if got := entry(); !got.Equal(t0.Add(90 * time.Second)) {
+		t.Errorf("after the sweep passed it the entry is at %v, want the deadline %v", got, t0.Add(90*time.Second))
+	}
+	if got := sweep(t0.Add(90 * time.Second)); len(got) != 1 || got[0] != s.ID {
+		t.Errorf("idle at the deadline: %v, want [%s]", got, s.ID)
+	}
+
+	touch(t0.Add(40*time.Second), 10*time.Second)
+	if got := sweep(t0.Add(50 * time.Second)); len(got) != 1 || got[0] != s.ID {
+		t.Errorf("idle at a deadline moved earlier: %v, want [%s]", got, s.ID)
+	}
+
+	// A rolled-back touch that moved the deadline earlier: the session is
+	// back at its deadline, and so is its entry.
+	boom := errors.New("boom")
+	if err := e.Update(func(tx store.Tx) error {
+		s.LastSeen, s.IdleTimeout = t0.Add(41*time.Second), time.Second
+		tx.(store.Toucher).TouchSession(s)
+		return boom
+	}, nil); err != boom {
+		t.Fatalf("failing update = %v, want %v", err, boom)
+	}
+	if got := sweep(t0.Add(49 * time.Second)); len(got) != 0 {
+		t.Errorf("idle before the deadline after a rollback: %v, want none", got)
+	}
+	if got := entry(); !got.After(t0.Add(42 * time.Second)) {
+		t.Errorf("after the rollback the entry is at %v, want at %v", got, t0.Add(50*time.Second))
+	}
+}

@@ -19,7 +19,8 @@ type tx struct {
 	// appended holds the entries AppendAudit numbered when the engine
 	// does not keep the audit log.
 	appended []store.AuditEntry
-	pivot    lockRec // reader.pivot points here
+	pivot    lockRec  // reader.pivot points here
+	early    []string // IdleSessions' buffer
 
 	// The change set and what it is built with, reused by every commit:
 	// the change set is valid only until onCommit returns.
@@ -296,6 +297,19 @@ func (t *tx) TouchSession(s store.Session) error {
 	t.undo = append(t.undo, undo{kind: KindSession, a: s.ID, prev: anyOrNil(prev), next: r, lazy: true})
 	t.touches++
 	return nil
+}
+
+// IdleSessions is reader.IdleSessions that also moves the idle entries it
+// finds early to their sessions' deadlines, so that the sweep, which runs
+// it in a write transaction, walks each such entry once. Where an entry
+// lies is no record's state: a rollback need not undo the move.
+func (t *tx) IdleSessions(now time.Time, limit int) ([]store.Session, error) {
+	out := t.e.idle(now, limit, &t.early)
+	for _, id := range t.early {
+		t.e.reindexIdle(id)
+	}
+	t.early = reuse(t.early)
+	return out, nil
 }
 
 func (t *tx) DeleteSession(id string) error {

@@ -25,7 +25,14 @@ func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, erro
 	if !jsonContent(r.Header.Get("Content-Type")) {
 		return nil, invalidf("Content-Type", "request bodies must be sent with Content-Type: application/json")
 	}
-	body, err := readAll(http.MaxBytesReader(w, r.Body, limit), r.ContentLength, limit)
+	src := r.Body
+	if r.ContentLength < 0 || r.ContentLength > limit {
+		// A body of unknown length, or too long: stop at the limit, and
+		// have net/http close the connection rather than read on. A body
+		// of a length within the limit ends there by itself.
+		src = http.MaxBytesReader(w, r.Body, limit)
+	}
+	body, err := readAll(src, r.ContentLength, limit)
 	if err != nil {
 		var tooBig *http.MaxBytesError
 		if errors.As(err, &tooBig) {
@@ -206,6 +213,13 @@ var responseBuffers = sync.Pool{New: func() any { return new([]byte) }}
 // listing should not stay in memory.
 const maxPooledResponse = 1 << 20
 
+// lengthBuffered is the longest body that net/http (HTTP/1.1 and HTTP/2)
+// holds until the handler returns and then sends with its Content-Length,
+// which it counts without the cost of a header set and parsed again. A
+// longer body is sent as it is written: it needs the header, or it goes
+// out chunked.
+const lengthBuffered = 2048
+
 // writeJSON answers v with status.
 func writeJSON(w http.ResponseWriter, status int, v any) {
 	buf := responseBuffers.Get().(*[]byte)
@@ -215,8 +229,11 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 		body = append(body[:0], `{"error":{"code":"internal","message":"encoding the response failed"}}`...)
 	}
 	body = append(body, '\n')
-	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("Content-Length", strconv.Itoa(len(body)))
+	h := w.Header()
+	h.Set("Content-Type", "application/json")
+	if len(body) > lengthBuffered {
+		h.Set("Content-Length", strconv.Itoa(len(body)))
+	}
 	w.WriteHeader(status)
 	w.Write(body)
 	if cap(body) <= maxPooledResponse {

@@ -189,3 +189,24 @@ func TestBatchEnvelope(t *testing.T) {
 		t.Errorf("sessions = %v", s)
 	}
 }
+
+// Every JSON answer declares its length, short (net/http counts it) or
+// long (the server does), rather than going out chunked.
+func TestAnswersDeclareTheirLength(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, options{})
+	keys := make([]string, 40)
+	for i := range keys {
+		keys[i] = fmt.Sprintf("order/%d", i)
+	}
+	short := h.call("POST", "/v1/locks/acquire", clientToken, acquireBody("s-1", keys[0]))
+	long := h.call("POST", "/v1/locks/acquire", clientToken, acquireBody("s-1", keys[1:]...))
+	if len(short.raw) > 2048 || len(long.raw) <= 4096 {
+		t.Fatalf("answers of %d and %d bytes, want one under 2 KiB and one over 4 KiB", len(short.raw), len(long.raw))
+	}
+	for _, r := range []response{short, long, h.call("GET", "/v1/locks/nope", clientToken, nil)} {
+		if got := r.header.Get("Content-Length"); got != fmt.Sprint(len(r.raw)) {
+			t.Errorf("answer of %d bytes (status %d): Content-Length %q", len(r.raw), r.status, got)
+		}
+	}
+}

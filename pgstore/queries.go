@@ -8,23 +8,24 @@ import (
 
 // queries holds the fixed SQL of one schema, built once.
 type queries struct {
-	takeLocks, draw, startDraw string
+	takeLocks, takeLocksInOrder, draw, startDraw string
 
 	lock, related, locksAhead, sessionLocks, locksByRef, expiredLocks string
-	putLocks, deleteLocks                                             string
 
 	session, checkSession                     string
 	sessionsByID, idleSessions, endedSessions string
-	putSessions, deleteSessions               string
 
 	startRead string
 
 	aggregates, aggregatesOf, allAggregates string
 	putAggregate, deleteAggregate           string
 
-	lost, sessionsLost, lostBefore, putLosts, deleteLosts string
+	lost, sessionsLost, lostBefore string
 
-	appendAudits, pruneAudit string
+	pruneAudit string
+
+	// writes builds the statement of a transaction's queued writes.
+	writes *writeStatements
 
 	schema string // quoted
 }
@@ -48,15 +49,26 @@ func newQueries(schema string) queries {
 	s := quote(schema)
 	return queries{
 		schema:    s,
+		writes:    &writeStatements{parts: writeParts(s)},
 		takeLocks: `SELECT ` + s + `.take_locks($1::bigint[], $2::boolean[], $3::boolean[], '` + briefWait + `')`,
+		// take_locks where every lock may be waited for without limit, as
+		// in a transaction's first round trip: the same ascending order
+		// (a function scan yields the array's elements in order) without
+		// a call of plpgsql per lock. The comment names it in
+		// pg_stat_activity.
+		takeLocksInOrder: `/* ` + s + `.take_locks */ SELECT count(CASE WHEN x THEN pg_advisory_xact_lock(id) ELSE pg_advisory_xact_lock_shared(id) END)
+			FROM unnest($1::bigint[], $2::boolean[]) AS l (id, x)`,
 		// $1 tokens and $2 audit ids; startDraw also reads a write
-		// transaction's clock and whether any aggregate is mapped, so that
-		// its start and its first draws are one statement.
+		// transaction's clock, whether any aggregate is mapped and the
+		// mappings of the names $3, so that its start and its first draws
+		// are one statement.
 		draw: `SELECT ARRAY(SELECT nextval('` + s + `.token_seq') FROM generate_series(1, $1::int)),
 			ARRAY(SELECT nextval('` + s + `.audit_id_seq') FROM generate_series(1, $2::int))`,
 		startDraw: `SELECT ARRAY(SELECT nextval('` + s + `.token_seq') FROM generate_series(1, $1::int)),
 			ARRAY(SELECT nextval('` + s + `.audit_id_seq') FROM generate_series(1, $2::int)),
-			now(), EXISTS (SELECT FROM ` + s + `.aggregates)`,
+			now(), EXISTS (SELECT FROM ` + s + `.aggregates), a.members, a.roots
+			FROM (SELECT array_agg(member) AS members, array_agg(root) AS roots
+				FROM ` + s + `.aggregates WHERE member = ANY($3::text[])) a`,
 		startRead: `SELECT now(), EXISTS (SELECT FROM ` + s + `.aggregates)`,
 
 		lock: `SELECT ` + lockCols + ` FROM ` + s + `.locks WHERE key = $1 AND session = $2`,
@@ -81,11 +93,6 @@ func newQueries(schema string) queries {
 			ORDER BY expires_at, key, session`,
 		expiredLocks: `SELECT ` + lockCols + ` FROM ` + s + `.locks WHERE expires_at <= $1
 			ORDER BY expires_at, key, session LIMIT $2`,
-		putLocks: `INSERT INTO ` + s + `.locks (` + lockCols + `) SELECT * FROM unnest(` + lockArrays + `)
-			ON CONFLICT (key, session) DO UPDATE SET user_id = EXCLUDED.user_id, name = EXCLUDED.name,
-			shared = EXCLUDED.shared, token = EXCLUDED.token, acquired_at = EXCLUDED.acquired_at,
-			expires_at = EXCLUDED.expires_at, note = EXCLUDED.note`,
-		deleteLocks: `DELETE FROM ` + s + `.locks WHERE (key, session) IN (SELECT * FROM unnest($1::text[], $2::text[]))`,
 
 		session:      `SELECT xmin::text, ` + sessionCols + ` FROM ` + s + `.sessions WHERE id = $1`,
 		checkSession: `SELECT ` + s + `.check_session($1, $2)`,
@@ -94,12 +101,6 @@ func newQueries(schema string) queries {
 			ORDER BY idle_deadline, id LIMIT $2`,
 		endedSessions: `SELECT ` + sessionCols + ` FROM ` + s + `.sessions WHERE ended_at < $1
 			ORDER BY ended_at, id LIMIT $2`,
-		putSessions: `INSERT INTO ` + s + `.sessions (` + sessionCols + `, idle_deadline)
-			SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::timestamptz[], $5::bigint[], $6::timestamptz[], $7::text[], $8::timestamptz[])
-			ON CONFLICT (id) DO UPDATE SET user_id = EXCLUDED.user_id, name = EXCLUDED.name,
-			last_seen = EXCLUDED.last_seen, idle_timeout_ns = EXCLUDED.idle_timeout_ns, ended_at = EXCLUDED.ended_at,
-			end_reason = EXCLUDED.end_reason, idle_deadline = EXCLUDED.idle_deadline`,
-		deleteSessions: `DELETE FROM ` + s + `.sessions WHERE id = ANY($1::text[])`,
 
 		aggregatesOf:  `SELECT member, root FROM ` + s + `.aggregates WHERE member = ANY($1::text[])`,
 		aggregates:    `SELECT member, root FROM ` + s + `.aggregates WHERE root = $1 ORDER BY member`,
@@ -111,20 +112,6 @@ func newQueries(schema string) queries {
 		lost:         `SELECT ` + lostCols + ` FROM ` + s + `.lost WHERE session = $1 ORDER BY at, key, token`,
 		sessionsLost: `SELECT ` + lostCols + ` FROM ` + s + `.lost WHERE session = ANY($1::text[]) ORDER BY at, key, token`,
 		lostBefore:   `SELECT ` + lostCols + ` FROM ` + s + `.lost WHERE at < $1 ORDER BY at, session, key, token LIMIT $2`,
-		// Each session and key comes at most once: the deletion of older
-		// reported records and the insert see the same snapshot.
-		putLosts: `WITH new AS (SELECT * FROM unnest(` + lostArrays + `) AS n (` + lostCols + `)),
-			older AS (DELETE FROM ` + s + `.lost l USING new n
-				WHERE l.session = n.session AND l.key = n.key AND l.token < n.token AND l.reported)
-			INSERT INTO ` + s + `.lost (` + lostCols + `) SELECT ` + lostCols + ` FROM new
-			ON CONFLICT (session, key, token) DO UPDATE SET user_id = EXCLUDED.user_id, name = EXCLUDED.name,
-			shared = EXCLUDED.shared, acquired_at = EXCLUDED.acquired_at, expires_at = EXCLUDED.expires_at,
-			note = EXCLUDED.note, reason = EXCLUDED.reason, actor = EXCLUDED.actor,
-			force_reason = EXCLUDED.force_reason, at = EXCLUDED.at, reported = EXCLUDED.reported`,
-		deleteLosts: `DELETE FROM ` + s + `.lost WHERE (session, key, token) IN (SELECT * FROM unnest($1::text[], $2::text[], $3::bigint[]))`,
-
-		appendAudits: `INSERT INTO ` + s + `.audit (id, at, event, ` + lockCols + `, actor, reason)
-			SELECT * FROM unnest(` + auditArrays + `)`,
 		pruneAudit: `DELETE FROM ` + s + `.audit WHERE id IN (
 			SELECT id FROM ` + s + `.audit WHERE at < $1 ORDER BY at, id LIMIT $2)`,
 	}

@@ -82,6 +82,9 @@ type tx struct {
 	// ids, and, when starting, the start of a write transaction.
 	wantTokens, wantAuditIDs int
 	starting                 bool
+	// drawAggregates are names whose aggregate mappings the opening draw
+	// reads (see queueAggregates).
+	drawAggregates []string
 	// notified are the audit ids to announce at commit (Config.Notify).
 	notified []int64
 }
@@ -173,35 +176,48 @@ func (t *tx) queueDraw(b *pgx.Batch) {
 	if !t.starting && t.wantTokens <= 0 && t.wantAuditIDs <= 0 {
 		return
 	}
-	starting, sql := t.starting, t.s.q.draw
+	starting, sql, args := t.starting, t.s.q.draw, []any{max(t.wantTokens, 0), max(t.wantAuditIDs, 0)}
+	names := t.drawAggregates
 	if starting {
-		sql = t.s.q.startDraw
+		sql, args = t.s.q.startDraw, append(args, names)
 	}
-	b.Queue(sql, max(t.wantTokens, 0), max(t.wantAuditIDs, 0)).QueryRow(func(row pgx.Row) error {
+	b.Queue(sql, args...).QueryRow(func(row pgx.Row) error {
 		var (
 			tokens, auditIDs []int64
 			anyAggregates    bool
+			members, roots   []string
 		)
 		dest := []any{&tokens, &auditIDs}
 		if starting {
-			dest = append(dest, &t.now, &anyAggregates)
+			dest = append(dest, &t.now, &anyAggregates, &members, &roots)
 		}
 		if err := row.Scan(dest...); err != nil {
 			return err
 		}
 		if starting {
 			t.began(anyAggregates)
+			if len(names) > 0 {
+				found := make(map[string]string, len(members))
+				for i, m := range members {
+					found[m] = roots[i]
+				}
+				t.knowAggregates(names, found)
+			}
 		}
 		t.tokens, t.auditIDs = appendDrawn(t.tokens, tokens), appendDrawn(t.auditIDs, auditIDs)
 		return nil
 	})
-	t.starting, t.wantTokens, t.wantAuditIDs = false, 0, 0
+	t.starting, t.wantTokens, t.wantAuditIDs, t.drawAggregates = false, 0, 0, nil
 }
 
 // flush queues the advisory locks still needed and the queued writes.
 func (t *tx) flush(b *pgx.Batch) {
 	if ids, x, wait := t.locks.take(); len(ids) > 0 {
-		b.Queue(t.s.q.takeLocks, ids, x, wait)
+		if slices.Contains(wait, false) {
+			b.Queue(t.s.q.takeLocks, ids, x, wait)
+		} else {
+			b.Queue(t.s.q.takeLocksInOrder, ids, x)
+		}
 	}
 	for _, c := range t.checks {
 		b.Queue(c.sql, c.args...)
@@ -686,7 +702,13 @@ func (t *tx) readAggregates(names []string) error {
 }
 
 // queueAggregates queues the read of the mappings of names into t.aggs.
+// A round trip that opens the transaction reads them with its draws
+// instead, in the same statement.
 func (t *tx) queueAggregates(b *pgx.Batch, names []string) {
+	if t.starting {
+		t.drawAggregates = append(t.drawAggregates, names...)
+		return
+	}
 	b.Queue(t.s.q.aggregatesOf, names).Query(func(rows pgx.Rows) error {
 		found := make(map[string]string)
 		for rows.Next() {
@@ -699,18 +721,23 @@ func (t *tx) queueAggregates(b *pgx.Batch, names []string) {
 		if err := rows.Err(); err != nil {
 			return err
 		}
-		if t.aggs == nil {
-			t.aggs = make(map[string]*string, len(names))
-		}
-		for _, n := range names {
-			if r, ok := found[n]; ok {
-				t.aggs[n] = &r
-			} else {
-				t.aggs[n] = nil
-			}
-		}
+		t.knowAggregates(names, found)
 		return nil
 	})
+}
+
+// knowAggregates notes the mappings of names, found among them.
+func (t *tx) knowAggregates(names []string, found map[string]string) {
+	if t.aggs == nil {
+		t.aggs = make(map[string]*string, len(names))
+	}
+	for _, n := range names {
+		if r, ok := found[n]; ok {
+			t.aggs[n] = &r
+		} else {
+			t.aggs[n] = nil
+		}
+	}
 }
 
 func (t *tx) Aggregates(root string) ([]store.Aggregate, error) {

@@ -70,11 +70,21 @@ func (w *writes) putLost(l store.Lost, del bool) {
 }
 
 // flush queues the statements of every queued write on b and forgets
-// them. Rows go in primary key order, so that two transactions writing
-// the same rows lock them in the same order.
+// them: one statement for all tables (see writeStatements), then lost
+// writes beyond the first round, then the rare aggregate changes. Rows go
+// in primary key order, so that two transactions writing the same rows
+// lock them in the same order.
 func (w *writes) flush(b *pgx.Batch, q *queries) {
 	if w.empty() {
 		return
+	}
+	var (
+		mask uint8
+		args []any
+	)
+	add := func(p writePart, a ...any) {
+		mask |= 1 << p
+		args = append(args, a...)
 	}
 	if len(w.locks) > 0 {
 		var del, put lockColumns
@@ -86,10 +96,10 @@ func (w *writes) flush(b *pgx.Batch, q *queries) {
 			}
 		}
 		if len(del.key) > 0 {
-			b.Queue(q.deleteLocks, del.key, del.session)
+			add(partDeleteLocks, del.key, del.session)
 		}
 		if len(put.key) > 0 {
-			b.Queue(q.putLocks, put.args()...)
+			add(partPutLocks, put.args()...)
 		}
 		clear(w.locks)
 	}
@@ -104,59 +114,82 @@ func (w *writes) flush(b *pgx.Batch, q *queries) {
 			}
 		}
 		if len(del) > 0 {
-			b.Queue(q.deleteSessions, del)
+			add(partDeleteSessions, del)
 		}
 		if len(put.id) > 0 {
-			b.Queue(q.putSessions, put.args()...)
+			add(partPutSessions, put.args()...)
 		}
 		clear(w.sessions)
 	}
+	var laterRounds []lostWrite
 	if len(w.lost) > 0 {
 		// Round r holds the r-th write of each session and key: writes
 		// of one round touch distinct records and commute, rounds go in
-		// order.
+		// order. The first goes with the other tables.
 		slices.SortStableFunc(w.lost, func(a, b lostWrite) int {
 			return cmp.Or(cmp.Compare(a.round, b.round), cmp.Compare(a.lost.Lock.Session, b.lost.Lock.Session),
 				cmp.Compare(a.lost.Lock.Key, b.lost.Lock.Key))
 		})
-		for rest := w.lost; len(rest) > 0; {
-			n := 1
-			for n < len(rest) && rest[n].round == rest[0].round {
-				n++
-			}
-			var put lostColumns
-			var del lockColumns
-			for _, lw := range rest[:n] {
-				if lw.del {
-					del.key, del.session = append(del.key, lw.lost.Lock.Key), append(del.session, lw.lost.Lock.Session)
-					del.token = append(del.token, int64(lw.lost.Lock.Token))
-				} else {
-					put.add(lw.lost)
-				}
-			}
-			if len(del.key) > 0 {
-				b.Queue(q.deleteLosts, del.session, del.key, del.token)
-			}
-			if len(put.key) > 0 {
-				b.Queue(q.putLosts, put.args()...)
-			}
-			rest = rest[n:]
+		n := 1
+		for n < len(w.lost) && w.lost[n].round == 0 {
+			n++
 		}
-		w.lost = w.lost[:0]
-		clear(w.lostRounds)
+		put, del := lostRound(w.lost[:n])
+		if len(del.key) > 0 {
+			add(partDeleteLosts, del.session, del.key, del.token)
+		}
+		if len(put.key) > 0 {
+			add(partPutLosts, put.args()...)
+		}
+		laterRounds = w.lost[n:]
 	}
 	if len(w.audit) > 0 {
 		var a auditColumns
 		for _, r := range w.audit {
 			a.add(r.id, r.entry)
 		}
-		b.Queue(q.appendAudits, a.args()...)
+		add(partAudit, a.args()...)
 		w.audit = w.audit[:0]
 	}
+	if mask != 0 {
+		b.Queue(q.writes.sql(mask), args...)
+	}
+	for rest := laterRounds; len(rest) > 0; {
+		n := 1
+		for n < len(rest) && rest[n].round == rest[0].round {
+			n++
+		}
+		mask, args = 0, nil
+		put, del := lostRound(rest[:n])
+		if len(del.key) > 0 {
+			add(partDeleteLosts, del.session, del.key, del.token)
+		}
+		if len(put.key) > 0 {
+			add(partPutLosts, put.args()...)
+		}
+		b.Queue(q.writes.sql(mask), args...)
+		rest = rest[n:]
+	}
+	w.lost = w.lost[:0]
+	clear(w.lostRounds)
 	for _, o := range w.other {
 		b.Queue(o.sql, o.args...)
 	}
 	w.other = w.other[:0]
+}
+
+// lostRound splits one round of lost writes into records to put and to
+// delete.
+func lostRound(round []lostWrite) (put lostColumns, del lockColumns) {
+	for _, lw := range round {
+		if lw.del {
+			del.key, del.session = append(del.key, lw.lost.Lock.Key), append(del.session, lw.lost.Lock.Session)
+			del.token = append(del.token, int64(lw.lost.Lock.Token))
+		} else {
+			put.add(lw.lost)
+		}
+	}
+	return put, del
 }
 
 func compareRefs(a, b lockRef) int {

@@ -1,0 +1,108 @@
+package pgstore
+
+import (
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+)
+
+// A transaction's queued writes go out as one statement: each table's
+// multi-row write is a data-modifying CTE of it. PostgreSQL pays a fixed
+// cost per statement (locking and opening the relations of its plan,
+// starting and ending the executor) that is larger than the cost of the
+// rows themselves for the few rows of one transaction. The CTEs write
+// distinct rows (see writes), so that they see one snapshot does not
+// matter, and the tables have no triggers or keys between them.
+
+// writePart is one CTE of the write statement.
+type writePart uint8
+
+const (
+	partDeleteLocks writePart = iota
+	partPutLocks
+	partDeleteSessions
+	partPutSessions
+	partDeleteLosts
+	partPutLosts
+	partAudit
+	numParts
+)
+
+// writeParts are the CTE bodies, each numbering its arguments from $1.
+func writeParts(s string) [numParts]string {
+	return [numParts]string{
+		partDeleteLocks: `DELETE FROM ` + s + `.locks WHERE (key, session) IN (SELECT * FROM unnest($1::text[], $2::text[]))`,
+		partPutLocks: `INSERT INTO ` + s + `.locks (` + lockCols + `) SELECT * FROM unnest(` + lockArrays + `)
+			ON CONFLICT (key, session) DO UPDATE SET user_id = EXCLUDED.user_id, name = EXCLUDED.name,
+			shared = EXCLUDED.shared, token = EXCLUDED.token, acquired_at = EXCLUDED.acquired_at,
+			expires_at = EXCLUDED.expires_at, note = EXCLUDED.note`,
+		partDeleteSessions: `DELETE FROM ` + s + `.sessions WHERE id = ANY($1::text[])`,
+		partPutSessions: `INSERT INTO ` + s + `.sessions (` + sessionCols + `, idle_deadline)
+			SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::timestamptz[], $5::bigint[], $6::timestamptz[], $7::text[], $8::timestamptz[])
+			ON CONFLICT (id) DO UPDATE SET user_id = EXCLUDED.user_id, name = EXCLUDED.name,
+			last_seen = EXCLUDED.last_seen, idle_timeout_ns = EXCLUDED.idle_timeout_ns, ended_at = EXCLUDED.ended_at,
+			end_reason = EXCLUDED.end_reason, idle_deadline = EXCLUDED.idle_deadline`,
+		partDeleteLosts: `DELETE FROM ` + s + `.lost WHERE (session, key, token) IN (SELECT * FROM unnest($1::text[], $2::text[], $3::bigint[]))`,
+		// Three CTEs: data-modifying ones cannot nest. Each session and
+		// key comes at most once: the deletion of older reported records
+		// and the insert see the same snapshot.
+		partPutLosts: `SELECT * FROM unnest(` + lostArrays + `) AS n (` + lostCols + `)),
+			lost_older AS (DELETE FROM ` + s + `.lost l USING lost_new n
+				WHERE l.session = n.session AND l.key = n.key AND l.token < n.token AND l.reported),
+			lost_put AS (INSERT INTO ` + s + `.lost (` + lostCols + `) SELECT ` + lostCols + ` FROM lost_new
+			ON CONFLICT (session, key, token) DO UPDATE SET user_id = EXCLUDED.user_id, name = EXCLUDED.name,
+			shared = EXCLUDED.shared, acquired_at = EXCLUDED.acquired_at, expires_at = EXCLUDED.expires_at,
+			note = EXCLUDED.note, reason = EXCLUDED.reason, actor = EXCLUDED.actor,
+			force_reason = EXCLUDED.force_reason, at = EXCLUDED.at, reported = EXCLUDED.reported`,
+		partAudit: `INSERT INTO ` + s + `.audit (id, at, event, ` + lockCols + `, actor, reason)
+			SELECT * FROM unnest(` + auditArrays + `)`,
+	}
+}
+
+var partNames = [numParts]string{"locks_deleted", "locks_put", "sessions_deleted", "sessions_put", "lost_deleted", "lost_new", "audit_appended"}
+
+// writeStatements builds the write statement of each combination of parts
+// once per store.
+type writeStatements struct {
+	parts [numParts]string
+	mu    sync.Mutex
+	built map[uint8]string
+}
+
+var placeholder = regexp.MustCompile(`\$[0-9]+`)
+
+// sql returns the statement of the parts in mask (bit i: writePart i).
+func (w *writeStatements) sql(mask uint8) string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if sql, ok := w.built[mask]; ok {
+		return sql
+	}
+	var b strings.Builder
+	b.WriteString("WITH ")
+	args := 0
+	for p := range numParts {
+		if mask&(1<<p) == 0 {
+			continue
+		}
+		if b.Len() > len("WITH ") {
+			b.WriteString(",\n")
+		}
+		n := 0
+		body := placeholder.ReplaceAllStringFunc(w.parts[p], func(ph string) string {
+			i, _ := strconv.Atoi(ph[1:])
+			n = max(n, i)
+			return "$" + strconv.Itoa(args+i)
+		})
+		args += n
+		b.WriteString(partNames[p] + " AS (" + body + ")")
+	}
+	b.WriteString("\nSELECT")
+	if w.built == nil {
+		w.built = make(map[uint8]string)
+	}
+	sql := b.String()
+	w.built[mask] = sql
+	return sql
+}

@@ -22,9 +22,10 @@ type segment struct {
 	path       string
 	firstSeq   uint64
 	firstAudit uint64
-	// size is how many bytes of whole, durable frames the file holds:
-	// readers read no further. Only the committer moves it, and atomically,
-	// so that a commit never waits for an audit listing reading the file.
+	// size is how many bytes of whole frames the file holds: readers read
+	// no further, and, like every reader, answer only once what they read
+	// is durable. Only the syncer writing moves it, and atomically, so that
+	// a commit never waits for an audit listing reading the file.
 	size atomic.Int64
 }
 

@@ -4,9 +4,12 @@
 // segmented log in a local directory before any answer that depends on it
 // is given. The audit log is kept in the log only.
 //
-// Writes are group-committed: the commits made while one group is written
-// and fsync'd form the next group, which is written with one write and one
-// fdatasync. There is no timer: a lone caller pays exactly one fsync. In
+// Writes are group-committed: the commits made while a group is written
+// form the next group, which is written with one write and made durable by
+// one fdatasync. Up to syncers fdatasyncs are under way at once, each
+// started as soon as there is a group to write, so that commits do not wait
+// for an earlier group's fdatasync before theirs can start. There is no
+// timer: a lone caller pays exactly one fsync. In
 // the background, once enough log has piled up, a checkpoint of the state
 // is written, so that open reads the checkpoint and the log after it, and
 // the segments before it go once their audit entries are pruned.
@@ -66,9 +69,10 @@ type Store struct {
 	log    *slog.Logger
 	tune   tuning
 	unlock func() error // releases the directory lock
-	// appendFrame writes one group at off in the active segment and
-	// fsyncs it; tests make it fail.
-	appendFrame func(f *os.File, off int64, frame []byte) error
+	// writeFrame writes one group at off in the active segment, and
+	// syncFile makes it durable; tests make them fail.
+	writeFrame func(f *os.File, off int64, frame []byte) error
+	syncFile   func(f *os.File) error
 
 	mu sync.Mutex
 	// filling collects the commits that the next write will carry.
@@ -82,9 +86,18 @@ type Store struct {
 	// spare is the buffer of the last group written, for the next group
 	// to fill.
 	spare []byte
+	// written holds the groups written but not yet known durable, in
+	// order.
+	written []*group
+	// ackedEnd is where the groups known durable end in the active
+	// segment: a failure cuts the segment back to it.
+	ackedEnd int64
 	// failed is set once a write failed; it never clears.
 	failed error
-	closed bool
+	// closed is set under the engine's write lock (and mu), so that no
+	// commit changes memory once Close has begun: the final checkpoint
+	// then holds no commit that was refused.
+	closed atomic.Bool
 
 	// prunedThrough is the highest audit ID a committed PruneAudit
 	// reached: listings skip every entry up to it. Used under the
@@ -100,22 +113,36 @@ type Store struct {
 	segMu sync.RWMutex
 	segs  []*segment
 
-	// Only the committer uses these.
+	// writeMu is held by the syncer writing a group, and guards these.
+	writeMu         sync.Mutex
 	active          *os.File          // the last segment, open for writing
 	activeSeg       *segment          // the last of segs
 	activePrepared  bool              // active was made by prepareSegment
 	prepared        chan preparedFile // the next segment's file, once asked for
 	lastAudit       uint64            // the highest audit ID written
 	sinceCheckpoint int64             // bytes written since the last checkpoint began
+	// syncFiles are the active segment opened once for each syncer: a
+	// write error is reported to every open file, where two fdatasyncs
+	// through one could see it only once, and the other succeed for a
+	// group that did not reach the disk.
+	syncFiles [syncers]*os.File
+	syncing   sync.WaitGroup // fdatasyncs under way; a rotation waits for them
 
 	lastCheckpoint atomic.Int64 // size of the last checkpoint
 	checkpointing  atomic.Bool
 	background     sync.WaitGroup // checkpoints under way
 
-	wake chan struct{} // tells the committer that filling has work
-	quit chan struct{} // closed by Close: checkpoints stop
-	done chan struct{} // closed when the committer has exited
+	wake     chan struct{}  // tells a syncer that filling has work
+	quit     chan struct{}  // closed by Close: checkpoints stop
+	stopping sync.WaitGroup // the syncers, until they exit
 }
+
+// syncers is how many groups may be syncing at once. With one, a commit
+// arriving during an fdatasync waited for it and then for its own; two
+// overlap on the disk (this project's machine flushed nearly twice as many
+// per second with two under way as with one), and more made each slower
+// without making more of them (docs/STORAGE.md).
+const syncers = 2
 
 // group is a set of commits written in one frame with one fsync.
 type group struct {
@@ -127,13 +154,18 @@ type group struct {
 	counters [memdb.NumCounters]uint64
 	// lastAudit is the highest audit ID in the group.
 	lastAudit uint64
+	// end is where the group ends in its segment, once written.
+	end int64
 	// durable is closed once the group is fsync'd or has failed; err is
 	// set before.
 	durable chan struct{}
 	err     error
 }
 
-var _ store.Store = (*Store)(nil)
+var (
+	_ store.Store     = (*Store)(nil)
+	_ store.Pipeliner = (*Store)(nil)
+)
 
 // Open opens (or creates) the store in dir and loads every record but the
 // audit log.
@@ -166,27 +198,28 @@ func open(dir string, cfg Config, tune tuning) (*Store, error) {
 		log:    cfg.Logger,
 		tune:   tune,
 		unlock: unlock,
-		appendFrame: func(f *os.File, off int64, frame []byte) error {
-			if _, err := f.WriteAt(frame, off); err != nil {
-				return err
-			}
-			return fdatasync(f)
+		writeFrame: func(f *os.File, off int64, frame []byte) error {
+			_, err := f.WriteAt(frame, off)
+			return err
 		},
-		wake: make(chan struct{}, 1),
-		quit: make(chan struct{}),
-		done: make(chan struct{}),
+		syncFile: fdatasync,
+		wake:     make(chan struct{}, 1),
+		quit:     make(chan struct{}),
 	}
 	if err := s.recover(); err != nil {
 		if s.active != nil {
 			s.active.Close()
 		}
+		s.closeSyncFiles()
 		unlock()
 		return nil, fmt.Errorf("logstore: open %s: %w", dir, err)
 	}
 	locks, sessions, _ := s.mem.Size()
 	s.log.Info("logstore: opened", slog.String("dir", dir), slog.Int("locks", locks),
 		slog.Int("sessions", sessions), slog.Uint64("last_audit_id", s.lastAudit), slog.Duration("took", time.Since(start)))
-	go s.commitLoop()
+	for i := range syncers {
+		s.stopping.Go(func() { s.syncLoop(i) })
+	}
 	return s, nil
 }
 
@@ -234,6 +267,10 @@ func (s *Store) recover() error {
 		return err
 	}
 	s.segs, s.active, s.activeSeg = append(segs, seg), f, seg
+	s.ackedEnd = headerLen
+	if err := s.openSyncFiles(seg.path); err != nil {
+		return err
+	}
 	s.nextSeq = next
 	s.filling = s.newGroup()
 	// A crash may have come between a checkpoint and the removal of what
@@ -259,6 +296,9 @@ func (s *Store) Update(ctx context.Context, fn func(store.Tx) error) error {
 	t := auditTx{s: s}
 	committed := false
 	err := s.mem.Update(func(tx store.Tx) error {
+		if s.closed.Load() {
+			return errClosed
+		}
 		t.Tx = tx
 		err := fn(&t)
 		committed = err == nil
@@ -358,34 +398,31 @@ func (g *group) empty() bool {
 	return len(g.buf) == frameLen && g.counters == [memdb.NumCounters]uint64{}
 }
 
-// commitLoop writes the filling group whenever it has work, swapping in an
-// empty one. It exits once the store is closed (after writing what was
-// pending) or a write has failed.
-func (s *Store) commitLoop() {
-	defer close(s.done)
+// syncLoop is syncer i: it writes the filling group whenever it has work,
+// swapping in an empty one, and makes it durable. It exits once the store
+// is closed, after writing what was pending.
+func (s *Store) syncLoop(i int) {
 	for {
 		_, open := <-s.wake
-		for s.commitFilling() {
+		for s.commitFilling(i) {
 		}
-		s.mu.Lock()
-		stop := !open || s.failed != nil
-		if stop {
-			s.finishLocked(s.filling)
-		}
-		s.mu.Unlock()
-		if stop {
+		if !open {
 			return
 		}
 	}
 }
 
-// commitFilling writes and fsyncs the filling group, wakes its waiters,
-// and reports whether it wrote one.
-func (s *Store) commitFilling() bool {
+// commitFilling writes the filling group, makes it durable through syncer
+// i's file, answers every group that this makes known durable, and
+// reports whether it wrote one. While it syncs, other syncers write and
+// sync the groups that fill meanwhile.
+func (s *Store) commitFilling(i int) bool {
+	s.writeMu.Lock()
 	s.mu.Lock()
 	g := s.filling
 	if s.failed != nil || g.empty() {
 		s.mu.Unlock()
+		s.writeMu.Unlock()
 		return false
 	}
 	s.filling = s.newGroup()
@@ -397,23 +434,91 @@ func (s *Store) commitFilling() bool {
 		}
 	}
 	sealFrame(g.buf, g.seq)
-	err := s.write(g)
-	s.mu.Lock()
-	if err != nil {
-		s.failLocked(err)
+	if err := s.write(g); err != nil {
+		s.fail(err, g, s.active)
+		s.writeMu.Unlock()
+		return false
 	}
-	g.err = s.failed
-	close(g.durable)
+	s.mu.Lock()
+	if s.failed != nil {
+		// A sync failed while g was written: fail answered the rest.
+		g.err = s.failed
+		close(g.durable)
+		s.mu.Unlock()
+		s.writeMu.Unlock()
+		return false
+	}
+	s.written = append(s.written, g)
 	if cap(g.buf) <= maxSpare {
 		s.spare = g.buf
 	}
 	g.buf = nil
 	s.mu.Unlock()
-	if err != nil {
+	s.maybeCheckpoint()
+	active, f := s.active, s.syncFiles[i]
+	s.syncing.Add(1)
+	s.writeMu.Unlock()
+
+	// No rotation closes active or f until Done.
+	defer s.syncing.Done()
+	if err := s.syncFile(f); err != nil {
+		s.fail(err, nil, active)
 		return false
 	}
-	s.maybeCheckpoint(g)
+	s.mu.Lock()
+	s.ackLocked(g)
+	s.mu.Unlock()
 	return true
+}
+
+// ackLocked answers g and every group written before it: the fdatasync
+// that made g durable began after they were all written.
+func (s *Store) ackLocked(g *group) {
+	if s.failed != nil {
+		return // fail answered them
+	}
+	n := 0
+	for ; n < len(s.written) && s.written[n].seq <= g.seq; n++ {
+		close(s.written[n].durable)
+	}
+	if n == 0 {
+		return
+	}
+	s.ackedEnd = s.written[n-1].end
+	left := copy(s.written, s.written[n:])
+	clear(s.written[left:])
+	s.written = s.written[:left]
+}
+
+// fail makes the store fail closed after err, and answers with it g (a
+// group that was not written), every group not known durable and the
+// filling one. The first failure cuts active back to the end of the groups
+// known durable: their callers were told the rest failed, so it must not
+// come back at the next open from the page cache (after a failed fsync
+// Linux may keep the pages, clean), as far as the disk lets us.
+func (s *Store) fail(err error, g *group, active *os.File) {
+	s.mu.Lock()
+	first := s.failed == nil
+	s.failLocked(err)
+	for _, w := range s.written {
+		w.err = s.failed
+		close(w.durable)
+	}
+	s.written = nil
+	if g != nil {
+		g.err = s.failed
+		close(g.durable)
+	}
+	if first {
+		s.finishLocked(s.filling)
+	}
+	end := s.ackedEnd
+	s.mu.Unlock()
+	if first {
+		if terr := active.Truncate(end); terr == nil {
+			fdatasync(active)
+		}
+	}
 }
 
 // maxSpare bounds the buffer kept for the next group, so that one huge
@@ -458,18 +563,13 @@ func (s *Store) write(g *group) error {
 		}
 		seg, size = next, next.size.Load()
 	}
-	if err := s.appendFrame(s.active, size, g.buf); err != nil {
-		// Its callers are told it failed, so it must not come back at the
-		// next open from the page cache (after a failed fsync Linux may
-		// keep the pages, clean): cut it off, as far as the disk lets us.
-		if terr := s.active.Truncate(size); terr == nil {
-			fdatasync(s.active)
-		}
+	if err := s.writeFrame(s.active, size, g.buf); err != nil {
 		return err
 	}
+	g.end = size + int64(len(g.buf))
 	s.lastAudit = max(s.lastAudit, g.lastAudit)
 	s.sinceCheckpoint += int64(len(g.buf))
-	seg.size.Add(int64(len(g.buf)))
+	seg.size.Store(g.end)
 	return nil
 }
 
@@ -481,32 +581,64 @@ type preparedFile struct {
 
 // rotate makes the prepared file the active segment, starting at group
 // seq, and cuts the old one to its size: a segment's size on disk is where
-// its groups end, except for the last one.
+// its groups end, except for the last one. It waits for the syncs under
+// way, so that every group of the old segment is answered first.
 func (s *Store) rotate(f *os.File, size int64, seq uint64) (*segment, error) {
-	if err := s.active.Truncate(size); err != nil {
-		f.Close()
-		return nil, err
+	s.syncing.Wait()
+	s.mu.Lock()
+	err := s.failed
+	s.mu.Unlock()
+	if err == nil {
+		err = s.active.Truncate(size)
 	}
-	if err := fdatasync(s.active); err != nil {
-		f.Close()
-		return nil, err
+	if err == nil {
+		err = fdatasync(s.active)
 	}
-	next, err := installSegment(s.dir, f, seq, s.lastAudit+1)
+	var next *segment
+	if err == nil {
+		next, err = installSegment(s.dir, f, seq, s.lastAudit+1)
+	}
 	if err != nil {
 		f.Close()
 		return nil, err
 	}
 	s.active.Close()
 	s.active, s.activePrepared, s.activeSeg = f, true, next
+	s.mu.Lock()
+	s.ackedEnd = headerLen
+	s.mu.Unlock()
 	s.segMu.Lock()
 	s.segs = append(s.segs, next)
 	s.segMu.Unlock()
-	return next, nil
+	return next, s.openSyncFiles(next.path)
+}
+
+// openSyncFiles opens the active segment once for each syncer, after its
+// header is durable: a write error after that is reported to each.
+func (s *Store) openSyncFiles(path string) error {
+	s.closeSyncFiles()
+	for i := range s.syncFiles {
+		f, err := os.OpenFile(path, os.O_RDWR, 0)
+		if err != nil {
+			return err
+		}
+		s.syncFiles[i] = f
+	}
+	return nil
+}
+
+func (s *Store) closeSyncFiles() {
+	for i, f := range s.syncFiles {
+		if f != nil {
+			f.Close()
+			s.syncFiles[i] = nil
+		}
+	}
 }
 
 // maybeCheckpoint starts a checkpoint in the background once enough log
 // has been written since the last one began.
-func (s *Store) maybeCheckpoint(g *group) {
+func (s *Store) maybeCheckpoint() {
 	if s.sinceCheckpoint < max(s.tune.checkpointBytes, s.lastCheckpoint.Load()) || s.checkpointing.Load() {
 		return
 	}
@@ -555,7 +687,7 @@ func (s *Store) unusableLocked() error {
 	switch {
 	case s.failed != nil:
 		return s.failed
-	case s.closed:
+	case s.closed.Load():
 		return errClosed
 	}
 	return nil
@@ -568,22 +700,34 @@ func finished(err error) *group {
 	return g
 }
 
+// Pipeline is how many of the Manager's shared transactions may wait for
+// durability at once (store.Pipeliner): the groups that commit while the
+// syncers are busy are written and synced together, so more in flight
+// cost no more fdatasyncs, and the operations a sync answers start their
+// next group at once instead of waiting for another sync to end.
+func (s *Store) Pipeline() int { return 8 }
+
 // Ping fails once a write has failed or the store is closed.
 func (s *Store) Ping(ctx context.Context) error { return s.usable(ctx) }
 
 // Close writes what is pending, stops a checkpoint under way and releases
 // the directory.
 func (s *Store) Close() error {
-	s.mu.Lock()
-	if s.closed {
+	// Under the engine's write lock, so that every commit either came
+	// before (and is written below) or is refused before it changes
+	// memory, which the final checkpoint reads.
+	already := false
+	s.mem.Update(func(store.Tx) error { return errClosed }, func([]memdb.Change) {
+		s.mu.Lock()
+		already = s.closed.Swap(true)
 		s.mu.Unlock()
+	})
+	if already {
 		return nil
 	}
-	s.closed = true
 	close(s.wake)
 	close(s.quit)
-	s.mu.Unlock()
-	<-s.done
+	s.stopping.Wait()
 	if s.prepared != nil {
 		if p := <-s.prepared; p.f != nil {
 			p.f.Close()
@@ -593,6 +737,9 @@ func (s *Store) Close() error {
 	s.background.Wait()
 	s.mu.Lock()
 	failed := s.failed
+	if failed == nil {
+		s.finishLocked(s.filling)
+	}
 	s.mu.Unlock()
 	var err error
 	if failed == nil && s.sinceCheckpoint >= closeCheckpointBytes {
@@ -603,6 +750,7 @@ func (s *Store) Close() error {
 	if cerr := s.active.Close(); err == nil {
 		err = cerr
 	}
+	s.closeSyncFiles()
 	if uerr := s.unlock(); err == nil {
 		err = uerr
 	}

@@ -341,7 +341,15 @@ func TestCheckpointsUnderLoad(t *testing.T) {
 
 func TestFailedWriteFailsClosed(t *testing.T) {
 	embeddedtest.FailedWriteFailsClosed(t, openStore, func(s store.Store, err error) {
-		s.(*Store).appendFrame = func(*os.File, int64, []byte) error { return err }
+		s.(*Store).writeFrame = func(*os.File, int64, []byte) error { return err }
+	})
+}
+
+// The group was written, so only the cut after the failed fdatasync keeps
+// it from coming back at the next open.
+func TestFailedSyncFailsClosed(t *testing.T) {
+	embeddedtest.FailedWriteFailsClosed(t, openStore, func(s store.Store, err error) {
+		s.(*Store).syncFile = func(*os.File) error { return err }
 	})
 }
 
@@ -350,4 +358,62 @@ func must[T any](v T, err error) T {
 		panic(err)
 	}
 	return v
+}
+
+// A commit under way when Close begins is either written before Close
+// finishes, and answered so, or refused before it changes memory: never
+// refused and then kept by the checkpoint Close writes from memory.
+func TestCloseKeepsNoRefusedCommit(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	ctx := context.Background()
+	s := openTuned(t, dir, defaultTuning)
+	// Enough log for Close to write a checkpoint.
+	for n := 0; s.sinceCheckpoint < closeCheckpointBytes; n++ {
+		if err := s.Update(ctx, func(tx store.Tx) error {
+			for i := range 1000 {
+				if err := tx.PutLock(store.Lock{Key: fmt.Sprintf("fill/%d/%d", n, i), Session: "s", Note: "a note long enough to fill the log"}); err != nil {
+					return err
+				}
+			}
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	inside, release := make(chan struct{}), make(chan struct{})
+	updated := make(chan error)
+	go func() {
+		updated <- s.Update(ctx, func(tx store.Tx) error {
+			close(inside)
+			<-release
+			return tx.PutLock(store.Lock{Key: "racing", Session: "s"})
+		})
+	}()
+	<-inside
+	closed := make(chan error)
+	go func() { closed <- s.Close() }()
+	// Let Close begin while the commit runs: it either refuses the
+	// commit's answer (then Ping fails) or waits for the commit.
+	for range 100 {
+		if s.Ping(ctx) != nil {
+			break
+		}
+		time.Sleep(time.Millisecond)
+	}
+	close(release)
+	uerr := <-updated
+	if err := <-closed; err != nil {
+		t.Fatal(err)
+	}
+
+	s = openTuned(t, dir, defaultTuning)
+	s.View(ctx, func(tx store.ReadTx) error {
+		_, kept, _ := tx.Lock("racing", "s")
+		if kept != (uerr == nil) {
+			t.Errorf("Update during Close returned %v, and the lock is kept: %v", uerr, kept)
+		}
+		return nil
+	})
 }

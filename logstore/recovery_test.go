@@ -417,3 +417,75 @@ func TestCloseKeepsNoRefusedCommit(t *testing.T) {
 		return nil
 	})
 }
+
+// With two syncs under way, a group is answered by the first that returns
+// having begun after it was written, and a failure answers every group
+// not yet answered, and keeps every group answered before it.
+func TestOverlappingSyncs(t *testing.T) {
+	t.Parallel()
+	boom := errors.New("i/o error")
+	for name, second := range map[string]error{"second succeeds": nil, "second fails": boom} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			dir := t.TempDir()
+			ctx := context.Background()
+			s := openTuned(t, dir, defaultTuning)
+			var calls sync.Mutex
+			n := 0
+			firstIn, releaseFirst := make(chan struct{}), make(chan struct{})
+			s.syncFile = func(f *os.File) error {
+				calls.Lock()
+				n++
+				call := n
+				calls.Unlock()
+				if call == 1 {
+					close(firstIn)
+					<-releaseFirst
+					return boom // after the second, whatever it did
+				}
+				if err := fdatasync(f); err != nil {
+					return err
+				}
+				return second
+			}
+			put := func(key string) error {
+				return s.Update(ctx, func(tx store.Tx) error { return tx.PutLock(store.Lock{Key: key, Session: "s"}) })
+			}
+			first := make(chan error, 1)
+			go func() { first <- put("first") }()
+			<-firstIn
+			err2 := put("second")
+			var err1 error
+			select {
+			case err1 = <-first: // answered while its own sync still hangs
+			case <-time.After(10 * time.Second):
+				close(releaseFirst)
+				t.Fatal("the first Update waits for its own sync")
+			}
+			close(releaseFirst)
+			if second == nil && (err1 != nil || err2 != nil) {
+				t.Fatalf("the second sync succeeded, yet the Updates returned %v and %v", err1, err2)
+			}
+			if second != nil && (!errors.Is(err1, store.ErrUnavailable) || !errors.Is(err2, store.ErrUnavailable)) {
+				t.Fatalf("the second sync failed, yet the Updates returned %v and %v", err1, err2)
+			}
+			// The first sync's failure comes after: the store fails closed
+			// either way, and keeps what it answered.
+			for s.Ping(ctx) == nil {
+				time.Sleep(time.Millisecond)
+			}
+			if err := s.Close(); err != nil {
+				t.Fatal(err)
+			}
+			s = openTuned(t, dir, defaultTuning)
+			s.View(ctx, func(tx store.ReadTx) error {
+				for _, key := range []string{"first", "second"} {
+					if _, ok, _ := tx.Lock(key, "s"); ok != (second == nil) {
+						t.Errorf("%s kept: %v", key, ok)
+					}
+				}
+				return nil
+			})
+		})
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"slices"
 
 	"github.com/holdfast/holdfast"
 )
@@ -17,34 +18,67 @@ type Op struct {
 	// result points a Result's field for this kind of op at a new value
 	// and returns it, for a successful body to be decoded into.
 	result func(*Result) any
+	// echo holds strings of the request that its answer repeats (keys, a
+	// session, a user): the reader hands these out instead of copies.
+	echo echo
+}
+
+type echo struct {
+	keys []string
+	strs [3]string
 }
 
 func (o Op) MarshalJSON() ([]byte, error) {
 	return appendOp(nil, o)
 }
 
-func AcquireOp(req holdfast.AcquireRequest) Op {
-	return Op{"acquire", req, func(r *Result) any { r.Acquire = new(holdfast.AcquireResult); return r.Acquire }}
+// The op functions without a body serve the coalescer, which writes the
+// body where the batch is gathered.
+
+func AcquireOp(req holdfast.AcquireRequest) Op { o := acquireOp(req); o.body = req; return o }
+
+func acquireOp(req holdfast.AcquireRequest) Op {
+	return Op{name: "acquire", result: acquireResult, echo: echo{req.Keys, [3]string{req.Owner.Session, req.Owner.User}}}
 }
 
-func ReleaseOp(req holdfast.ReleaseRequest) Op {
-	return Op{"release", req, func(r *Result) any { r.Release = new(holdfast.ReleaseResult); return r.Release }}
+func ReleaseOp(req holdfast.ReleaseRequest) Op { o := releaseOp(req); o.body = req; return o }
+
+func releaseOp(req holdfast.ReleaseRequest) Op {
+	return Op{name: "release", result: releaseResult, echo: echo{req.Keys, [3]string{req.Session}}}
 }
 
-func RenewOp(req holdfast.RenewRequest) Op {
-	return Op{"renew", req, func(r *Result) any { r.Renew = new(holdfast.RenewResult); return r.Renew }}
+func RenewOp(req holdfast.RenewRequest) Op { o := renewOp(req); o.body = req; return o }
+
+func renewOp(req holdfast.RenewRequest) Op {
+	return Op{name: "renew", result: renewResult, echo: echo{req.Keys, [3]string{req.Session}}}
 }
 
-func VerifyOp(req holdfast.VerifyRequest) Op {
-	return Op{"verify", req, func(r *Result) any { r.Verify = new(holdfast.VerifyResult); return r.Verify }}
+func VerifyOp(req holdfast.VerifyRequest) Op { o := verifyOp(req); o.body = req; return o }
+
+func verifyOp(req holdfast.VerifyRequest) Op {
+	return Op{name: "verify", result: verifyResult, echo: echo{strs: [3]string{req.Session, req.Key}}}
 }
 
-func HeartbeatOp(req holdfast.HeartbeatRequest) Op {
-	return Op{"heartbeat", req, func(r *Result) any { r.Heartbeat = new(holdfast.HeartbeatResult); return r.Heartbeat }}
+func HeartbeatOp(req holdfast.HeartbeatRequest) Op { o := heartbeatOp(req); o.body = req; return o }
+
+func heartbeatOp(req holdfast.HeartbeatRequest) Op {
+	return Op{name: "heartbeat", result: heartbeatResult, echo: echo{strs: [3]string{req.Session}}}
 }
 
-func EndSessionOp(req holdfast.EndSessionRequest) Op {
-	return Op{"end_session", req, func(r *Result) any { r.EndSession = new(holdfast.EndSessionResult); return r.EndSession }}
+func EndSessionOp(req holdfast.EndSessionRequest) Op { o := endSessionOp(req); o.body = req; return o }
+
+func endSessionOp(req holdfast.EndSessionRequest) Op {
+	return Op{name: "end_session", result: endSessionResult, echo: echo{strs: [3]string{req.Session}}}
+}
+
+func acquireResult(r *Result) any   { r.Acquire = new(holdfast.AcquireResult); return r.Acquire }
+func releaseResult(r *Result) any   { r.Release = new(holdfast.ReleaseResult); return r.Release }
+func renewResult(r *Result) any     { r.Renew = new(holdfast.RenewResult); return r.Renew }
+func verifyResult(r *Result) any    { r.Verify = new(holdfast.VerifyResult); return r.Verify }
+func heartbeatResult(r *Result) any { r.Heartbeat = new(holdfast.HeartbeatResult); return r.Heartbeat }
+func endSessionResult(r *Result) any {
+	r.EndSession = new(holdfast.EndSessionResult)
+	return r.EndSession
 }
 
 // Result is the outcome of one operation of a batch: Err, mapped exactly as
@@ -71,10 +105,15 @@ func (c *Client) Batch(ctx context.Context, ops []Op) ([]Result, error) {
 	if err != nil {
 		return nil, fmt.Errorf("encoding /v1/batch request: %w", err)
 	}
-	var out []Result
-	err = c.roundTrip(ctx, http.MethodPost, "/v1/batch", nil, body, func(answer []byte) error {
+	return c.sendBatch(ctx, body, ops, nil)
+}
+
+// sendBatch sends body, the request of /v1/batch for ops, and appends
+// their results to out.
+func (c *Client) sendBatch(ctx context.Context, body []byte, ops []Op, out []Result) ([]Result, error) {
+	err := c.roundTrip(ctx, http.MethodPost, "/v1/batch", nil, body, func(answer []byte) error {
 		var ok bool
-		if out, ok = readBatch(answer, ops); ok {
+		if out, ok = readBatch(answer, ops, out); ok {
 			return nil
 		}
 		var err error
@@ -90,7 +129,7 @@ func (c *Client) Batch(ctx context.Context, ops []Op) ([]Result, error) {
 // batchBody writes the request of /v1/batch.
 func batchBody(ops []Op) ([]byte, error) {
 	// Room for a typical op, so that the buffer rarely grows.
-	b := append(make([]byte, 0, 16+160*len(ops)), `{"ops":[`...)
+	b := append(make([]byte, 0, 16+160*len(ops)), batchStart...)
 	for i, o := range ops {
 		if i > 0 {
 			b = append(b, ',')
@@ -100,8 +139,13 @@ func batchBody(ops []Op) ([]byte, error) {
 			return nil, err
 		}
 	}
-	return append(b, "]}"...), nil
+	return append(b, batchEnd...), nil
 }
+
+const (
+	batchStart = `{"ops":[`
+	batchEnd   = "]}"
+)
 
 // decodeBatch decodes the answer of /v1/batch with encoding/json.
 func decodeBatch(answer []byte, ops []Op) ([]Result, error) {
@@ -136,28 +180,31 @@ func decodeBatch(answer []byte, ops []Op) ([]Result, error) {
 	return out, nil
 }
 
-// readBatch decodes the answer of /v1/batch by hand (see decode.go); ok is
-// false when it must be left to decodeBatch, whose results or error are
-// then the answer's.
-func readBatch(answer []byte, ops []Op) (out []Result, ok bool) {
+// readBatch decodes the answer of /v1/batch by hand (see decode.go),
+// appending the results to out; ok is false when it must be left to
+// decodeBatch, whose results or error are then the answer's.
+func readBatch(answer []byte, ops []Op, out []Result) (_ []Result, ok bool) {
 	r := reader{b: answer}
-	out = make([]Result, 0, len(ops))
+	start := len(out)
+	out = slices.Grow(out, len(ops))
 	top := fields{r: &r, names: batchFields}
 	r.object(func(name []byte) {
 		if top.known(name) != 0 {
 			return
 		}
 		r.array(func() {
-			if len(out) == len(ops) {
+			i := len(out) - start
+			if i == len(ops) {
 				r.fail()
 				return
 			}
 			out = append(out, Result{})
-			r.batchResult(&out[len(out)-1], ops[len(out)-1])
+			r.echo = &ops[i].echo
+			r.batchResult(&out[len(out)-1], ops[i])
 		})
 	})
 	r.ws()
-	if r.failed || r.i != len(r.b) || len(out) != len(ops) {
+	if r.failed || r.i != len(r.b) || len(out)-start != len(ops) {
 		return nil, false
 	}
 	return out, true

@@ -19,21 +19,47 @@ type coalescer struct {
 	c      *Client
 	linger time.Duration
 	max    int
+	timer  *time.Timer // runs lingerOver; armed says whether it is set
 
 	mu       sync.Mutex
-	pending  []pendingOp
+	next     *batch // gathers operations; nil when none waits
+	free     []*batch
 	inFlight int
-	timer    *time.Timer // sends pending after linger; nil when none
+	armed    bool
+}
+
+// batch is a request of /v1/batch as it gathers, and what its callers
+// wait on. Batches are reused, buffers and all: a coalesced call then
+// allocates little beyond its result.
+type batch struct {
+	body    []byte
+	ops     []Op
+	done    []chan Result // buffered: the sender never waits for a caller
+	results []Result
+}
+
+// add writes op, whose body encode appends, into the batch.
+func (b *batch) add(op Op, encode func([]byte) []byte, done chan Result) {
+	if len(b.ops) == 0 {
+		b.body = append(b.body[:0], batchStart...)
+	} else {
+		b.body = append(b.body, ',')
+	}
+	b.body = append(b.body, `{"op":"`...)
+	b.body = append(b.body, op.name...) // a name of ours: nothing to escape
+	b.body = append(b.body, `","body":`...)
+	b.body = append(encode(b.body), '}')
+	b.ops = append(b.ops, op)
+	b.done = append(b.done, done)
 }
 
 // maxInFlight is how many batches may be on their way at once: two keep
 // the server busy with one while the other travels.
 const maxInFlight = 2
 
-type pendingOp struct {
-	op   Op
-	done chan Result // buffered: the sender never waits for the caller
-}
+// maxFree bounds the batches kept for reuse; more than one per batch in
+// flight and the one gathering would never serve.
+const maxFree = maxInFlight + 1
 
 // resultChans recycles the channels that carry one result to its caller,
 // which were a good part of the coalescer's allocations.
@@ -43,33 +69,40 @@ func newCoalescer(c *Client, linger time.Duration, max int) *coalescer {
 	if max <= 0 || max > maxBatchOps {
 		max = maxBatchOps
 	}
-	return &coalescer{c: c, linger: linger, max: max}
+	k := &coalescer{c: c, linger: linger, max: max}
+	k.timer = time.AfterFunc(time.Hour, k.lingerOver)
+	k.timer.Stop()
+	return k
 }
 
 // maxBatchOps is the most operations the server takes in one batch.
 const maxBatchOps = 1000
 
-// do runs op as part of a batch and returns its result, or the context's
-// error if ctx ends first (the operation may still be carried out, as a
-// request cut off in flight may).
-func (k *coalescer) do(ctx context.Context, op Op) Result {
-	p := pendingOp{op: op, done: resultChans.Get().(chan Result)}
+// do runs op, whose body encode appends, as part of a batch and returns
+// its result, or the context's error if ctx ends first (the operation may
+// still be carried out, as a request cut off in flight may).
+func (k *coalescer) do(ctx context.Context, op Op, encode func([]byte) []byte) Result {
+	done := resultChans.Get().(chan Result)
 	k.mu.Lock()
-	k.pending = append(k.pending, p)
-	var batch []pendingOp
+	if k.next == nil {
+		k.next = k.newBatchLocked()
+	}
+	k.next.add(op, encode, done)
+	var b *batch
 	switch {
-	case k.inFlight < maxInFlight || len(k.pending) >= k.max:
-		batch = k.takeLocked()
-	case k.timer == nil:
-		k.timer = time.AfterFunc(k.linger, k.lingerOver)
+	case k.inFlight < maxInFlight || len(k.next.ops) >= k.max:
+		b = k.takeLocked()
+	case !k.armed:
+		k.armed = true
+		k.timer.Reset(k.linger)
 	}
 	k.mu.Unlock()
-	if batch != nil {
-		go k.send(batch)
+	if b != nil {
+		go k.send(b)
 	}
 	select {
-	case r := <-p.done:
-		resultChans.Put(p.done)
+	case r := <-done:
+		resultChans.Put(done)
 		return r
 	case <-ctx.Done():
 		// The result will still be sent: the channel is not reused.
@@ -77,62 +110,77 @@ func (k *coalescer) do(ctx context.Context, op Op) Result {
 	}
 }
 
+func (k *coalescer) newBatchLocked() *batch {
+	if n := len(k.free); n > 0 {
+		b := k.free[n-1]
+		k.free = k.free[:n-1]
+		return b
+	}
+	return &batch{}
+}
+
 // lingerOver sends what has waited for a batch to come back long enough.
+// A run that comes late, after the batch left another way, at worst sends
+// the next one early.
 func (k *coalescer) lingerOver() {
 	k.mu.Lock()
-	k.timer = nil
-	var batch []pendingOp
-	if len(k.pending) > 0 {
-		batch = k.takeLocked()
+	k.armed = false
+	var b *batch
+	if k.next != nil {
+		b = k.takeLocked()
 	}
 	k.mu.Unlock()
-	if batch != nil {
-		k.send(batch)
+	if b != nil {
+		k.send(b)
 	}
 }
 
-// takeLocked takes the next batch of pending operations and counts it in
-// flight.
-func (k *coalescer) takeLocked() []pendingOp {
-	if k.timer != nil {
+// takeLocked takes the gathering batch and counts it in flight.
+func (k *coalescer) takeLocked() *batch {
+	if k.armed {
 		k.timer.Stop()
-		k.timer = nil
+		k.armed = false
 	}
-	n := min(len(k.pending), k.max)
-	batch := k.pending[:n:n]
-	k.pending = k.pending[n:]
-	if len(k.pending) == 0 {
-		k.pending = nil
-	}
+	b := k.next
+	k.next = nil
 	k.inFlight++
-	return batch
+	return b
 }
 
 // send carries batches until none is waiting: each batch that comes back
 // sends what gathered meanwhile. An error of the batch as a whole
 // (transport, authentication) is every operation's error, as it would have
 // been had each been sent alone.
-func (k *coalescer) send(batch []pendingOp) {
-	for batch != nil {
-		ops := make([]Op, len(batch))
-		for i, p := range batch {
-			ops[i] = p.op
-		}
+func (k *coalescer) send(b *batch) {
+	for b != nil {
+		b.body = append(b.body, batchEnd...)
 		// No caller's context may cut the others' request short; each
 		// caller stops waiting on its own context instead.
-		results, err := k.c.Batch(context.Background(), ops)
-		for i, p := range batch {
+		results, err := k.c.sendBatch(context.Background(), b.body, b.ops, b.results[:0])
+		for i, done := range b.done {
 			if err != nil {
-				p.done <- Result{Err: err}
+				done <- Result{Err: err}
 				continue
 			}
-			p.done <- results[i]
+			done <- results[i]
 		}
+		if err == nil {
+			b.results = results
+		}
+		// Drop what the callers now hold, for the collector.
+		clear(b.ops)
+		clear(b.done)
+		clear(b.results)
+		b.ops, b.done, b.results = b.ops[:0], b.done[:0], b.results[:0]
+
 		k.mu.Lock()
 		k.inFlight--
-		batch = nil
-		if len(k.pending) > 0 {
-			batch = k.takeLocked()
+		if len(k.free) < maxFree {
+			k.free = append(k.free, b)
+		}
+		b = nil
+		if k.next != nil {
+			b = k.takeLocked()
 		}
 		k.mu.Unlock()
 	}

@@ -76,6 +76,9 @@ type reader struct {
 	b      []byte
 	i      int
 	failed bool
+	// echo, when set, holds strings of the request being answered, which
+	// string hands out rather than allocate copies of them.
+	echo *echo
 }
 
 // maxSkipDepth bounds the nesting of values the reader skips; deeper ones
@@ -190,7 +193,24 @@ func (r *reader) rawString() []byte {
 	return nil
 }
 
-func (r *reader) string() string { return string(r.rawString()) }
+func (r *reader) string() string { return r.intern(r.rawString()) }
+
+// intern returns s as a string, one of the request's own when it has s.
+func (r *reader) intern(s []byte) string {
+	if e := r.echo; e != nil {
+		for _, k := range e.keys {
+			if string(s) == k {
+				return k
+			}
+		}
+		for _, k := range e.strs {
+			if string(s) == k {
+				return k
+			}
+		}
+	}
+	return string(s)
+}
 
 // mode returns the two modes without allocating.
 func (r *reader) mode() holdfast.Mode {
@@ -464,7 +484,7 @@ func (r *reader) lock(l *holdfast.Lock) {
 			if s := r.rawString(); string(s) == l.Key {
 				l.RequestedKey = l.Key
 			} else {
-				l.RequestedKey = string(s)
+				l.RequestedKey = r.intern(s)
 			}
 		case 2:
 			l.Mode = r.mode()
@@ -495,7 +515,7 @@ func (r *reader) owner(o *holdfast.Owner) {
 			if s := r.rawString(); string(s) == o.Session {
 				o.User = o.Session
 			} else {
-				o.User = string(s)
+				o.User = r.intern(s)
 			}
 		case 2:
 			o.Name = r.string()

@@ -94,7 +94,7 @@ func TestReaderTakesTheServersAnswers(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	if _, ok := readBatch(body, ops); !ok {
+	if _, ok := readBatch(body, ops, nil); !ok {
 		t.Errorf("the reader left %s to decodeBatch", body)
 	}
 }

@@ -12,7 +12,7 @@ import (
 // *holdfast.LockedError naming every holder.
 func (c *Client) Acquire(ctx context.Context, req holdfast.AcquireRequest) (*holdfast.AcquireResult, error) {
 	if c.coalesce != nil {
-		r := c.coalesce.do(ctx, AcquireOp(req))
+		r := c.coalesce.do(ctx, acquireOp(req), func(b []byte) []byte { return appendAcquire(b, req) })
 		return r.Acquire, r.Err
 	}
 	var res holdfast.AcquireResult
@@ -25,7 +25,7 @@ func (c *Client) Acquire(ctx context.Context, req holdfast.AcquireRequest) (*hol
 // Release calls POST /v1/locks/release.
 func (c *Client) Release(ctx context.Context, req holdfast.ReleaseRequest) (*holdfast.ReleaseResult, error) {
 	if c.coalesce != nil {
-		r := c.coalesce.do(ctx, ReleaseOp(req))
+		r := c.coalesce.do(ctx, releaseOp(req), func(b []byte) []byte { return appendRelease(b, req) })
 		return r.Release, r.Err
 	}
 	var res holdfast.ReleaseResult
@@ -38,7 +38,7 @@ func (c *Client) Release(ctx context.Context, req holdfast.ReleaseRequest) (*hol
 // Renew calls POST /v1/locks/renew.
 func (c *Client) Renew(ctx context.Context, req holdfast.RenewRequest) (*holdfast.RenewResult, error) {
 	if c.coalesce != nil {
-		r := c.coalesce.do(ctx, RenewOp(req))
+		r := c.coalesce.do(ctx, renewOp(req), func(b []byte) []byte { return appendRenew(b, req) })
 		return r.Renew, r.Err
 	}
 	var res holdfast.RenewResult
@@ -51,7 +51,7 @@ func (c *Client) Renew(ctx context.Context, req holdfast.RenewRequest) (*holdfas
 // Verify calls POST /v1/locks/verify.
 func (c *Client) Verify(ctx context.Context, req holdfast.VerifyRequest) (*holdfast.VerifyResult, error) {
 	if c.coalesce != nil {
-		r := c.coalesce.do(ctx, VerifyOp(req))
+		r := c.coalesce.do(ctx, verifyOp(req), func(b []byte) []byte { return appendVerify(b, req) })
 		return r.Verify, r.Err
 	}
 	var res holdfast.VerifyResult
@@ -78,7 +78,7 @@ func (c *Client) Locks(ctx context.Context, q holdfast.LockQuery) (*holdfast.Loc
 // Heartbeat calls POST /v1/sessions/heartbeat.
 func (c *Client) Heartbeat(ctx context.Context, req holdfast.HeartbeatRequest) (*holdfast.HeartbeatResult, error) {
 	if c.coalesce != nil {
-		r := c.coalesce.do(ctx, HeartbeatOp(req))
+		r := c.coalesce.do(ctx, heartbeatOp(req), func(b []byte) []byte { return appendHeartbeat(b, req) })
 		return r.Heartbeat, r.Err
 	}
 	var res holdfast.HeartbeatResult
@@ -91,7 +91,7 @@ func (c *Client) Heartbeat(ctx context.Context, req holdfast.HeartbeatRequest) (
 // EndSession calls POST /v1/sessions/end.
 func (c *Client) EndSession(ctx context.Context, req holdfast.EndSessionRequest) (*holdfast.EndSessionResult, error) {
 	if c.coalesce != nil {
-		r := c.coalesce.do(ctx, EndSessionOp(req))
+		r := c.coalesce.do(ctx, endSessionOp(req), func(b []byte) []byte { return appendEndSession(b, req) })
 		return r.EndSession, r.Err
 	}
 	var res holdfast.EndSessionResult

@@ -441,10 +441,13 @@ func (s *Store) commitFilling(i int) bool {
 	}
 	s.mu.Lock()
 	if s.failed != nil {
-		// A sync failed while g was written: fail answered the rest.
+		// A sync failed while g was written: fail answered the rest, and
+		// its cut may have come before g's write, so cut again.
 		g.err = s.failed
 		close(g.durable)
+		end := s.ackedEnd
 		s.mu.Unlock()
+		cutBack(s.active, end)
 		s.writeMu.Unlock()
 		return false
 	}
@@ -515,9 +518,16 @@ func (s *Store) fail(err error, g *group, active *os.File) {
 	end := s.ackedEnd
 	s.mu.Unlock()
 	if first {
-		if terr := active.Truncate(end); terr == nil {
-			fdatasync(active)
-		}
+		cutBack(active, end)
+	}
+}
+
+// cutBack cuts f back to end, where the groups known durable end, once the
+// store has failed. ackedEnd no longer moves then, so cuts in any order
+// agree.
+func cutBack(f *os.File, end int64) {
+	if err := f.Truncate(end); err == nil {
+		fdatasync(f)
 	}
 }
 

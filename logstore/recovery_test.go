@@ -490,3 +490,73 @@ func TestOverlappingSyncs(t *testing.T) {
 		})
 	}
 }
+
+// A group written while an earlier sync fails must not come back at the
+// next open: its caller was told it failed, and the failure's cut of the
+// segment may come before the group's write.
+func TestGroupWrittenAfterTheCutIsCut(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	ctx := context.Background()
+	s := openTuned(t, dir, defaultTuning)
+	boom := errors.New("i/o error")
+	var mu sync.Mutex
+	syncs, writes := 0, 0
+	firstIn, releaseFirst := make(chan struct{}), make(chan struct{})
+	s.syncFile = func(f *os.File) error {
+		mu.Lock()
+		syncs++
+		call := syncs
+		mu.Unlock()
+		if call == 1 {
+			close(firstIn)
+			<-releaseFirst
+			return boom
+		}
+		return fdatasync(f)
+	}
+	write := s.writeFrame
+	s.writeFrame = func(f *os.File, off int64, frame []byte) error {
+		mu.Lock()
+		writes++
+		call := writes
+		mu.Unlock()
+		if call == 3 {
+			// The third group is written only once the first sync has
+			// failed and the failure has cut the segment.
+			close(releaseFirst)
+			for s.Ping(ctx) == nil {
+				time.Sleep(time.Millisecond)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		return write(f, off, frame)
+	}
+	put := func(key string) error {
+		return s.Update(ctx, func(tx store.Tx) error { return tx.PutLock(store.Lock{Key: key, Session: "s"}) })
+	}
+	first := make(chan error, 1)
+	go func() { first <- put("first") }()
+	<-firstIn
+	if err := put("second"); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-first; err != nil {
+		t.Fatal(err) // answered by the second sync
+	}
+	if err := put("third"); !errors.Is(err, store.ErrUnavailable) {
+		t.Fatalf("the third Update returned %v", err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s = openTuned(t, dir, defaultTuning)
+	s.View(ctx, func(tx store.ReadTx) error {
+		for key, want := range map[string]bool{"first": true, "second": true, "third": false} {
+			if _, ok, _ := tx.Lock(key, "s"); ok != want {
+				t.Errorf("%s kept: %v", key, ok)
+			}
+		}
+		return nil
+	})
+}

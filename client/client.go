@@ -48,9 +48,10 @@ type Config struct {
 	// concurrently travel together in one POST /v1/batch, which the server
 	// commits at once. A call leaves at once when the client has fewer
 	// than two batches on their way; otherwise it joins the next batch,
-	// which leaves when one comes back, when it is full, or after at most
-	// Coalesce (a millisecond or less serves well). Results and errors are
-	// those of the single calls. Zero sends each call on its own.
+	// which leaves when one comes back, when it is full, or after Coalesce
+	// (a millisecond or less serves well) while fewer than four are on
+	// their way. Results and errors are those of the single calls. Zero
+	// sends each call on its own.
 	Coalesce time.Duration
 	// MaxBatch bounds the operations of one coalesced batch; default, and
 	// at most, 1000.

@@ -12,9 +12,9 @@ import (
 // POST /v1/batch requests, as a group commit does: while fewer than
 // maxInFlight batches are on their way an operation leaves at once, so a
 // lone caller waits for nobody; otherwise it joins the next batch, which
-// leaves when a batch comes back, when it is full, or at the latest after
-// linger. The server runs a batch in one durable commit, so many callers
-// share one request and one fsync.
+// leaves when a batch comes back, when it is full, or after linger while
+// fewer than maxLingerInFlight are on their way. The server runs a batch
+// in one durable commit, so many callers share one request and one fsync.
 type coalescer struct {
 	c      *Client
 	linger time.Duration
@@ -57,9 +57,15 @@ func (b *batch) add(op Op, encode func([]byte) []byte, done chan Result) {
 // the server busy with one while the other travels.
 const maxInFlight = 2
 
+// maxLingerInFlight bounds the batches that the linger sends before one
+// comes back. Unbounded, a server slower than the linger received a batch
+// every linger, ever smaller, each paying its request and commit: the
+// slower the server, the more work it was given.
+const maxLingerInFlight = 2 * maxInFlight
+
 // maxFree bounds the batches kept for reuse; more than one per batch in
 // flight and the one gathering would never serve.
-const maxFree = maxInFlight + 1
+const maxFree = maxLingerInFlight + 1
 
 // resultChans recycles the channels that carry one result to its caller,
 // which were a good part of the coalescer's allocations.
@@ -119,14 +125,15 @@ func (k *coalescer) newBatchLocked() *batch {
 	return &batch{}
 }
 
-// lingerOver sends what has waited for a batch to come back long enough.
-// A run that comes late, after the batch left another way, at worst sends
+// lingerOver sends what has waited for a batch to come back long enough,
+// unless enough are on their way; the next to come back sends it then. A
+// run that comes late, after the batch left another way, at worst sends
 // the next one early.
 func (k *coalescer) lingerOver() {
 	k.mu.Lock()
 	k.armed = false
 	var b *batch
-	if k.next != nil {
+	if k.next != nil && k.inFlight < maxLingerInFlight {
 		b = k.takeLocked()
 	}
 	k.mu.Unlock()

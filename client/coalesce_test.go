@@ -166,3 +166,39 @@ func TestCoalescedCallHonoursItsContext(t *testing.T) {
 		t.Fatalf("acquire with a cancelled context = %v, want unavailable wrapping context.Canceled", err)
 	}
 }
+
+// The linger sends batches ahead of one coming back only while fewer than
+// four are on their way: a server slower than the linger is not handed
+// ever more, ever smaller batches.
+func TestCoalescedLingerKeepsFourInFlight(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	const callers = 6
+	tr := &countingTransport{paths: map[string]int{}, gate: make(chan struct{}), arrived: make(chan struct{}, callers)}
+	const linger = time.Millisecond
+	c, _ := coalescingClientVia(t, e, linger, 0, tr)
+	var wg sync.WaitGroup
+	acquire := func(i int) {
+		wg.Go(func() {
+			o := holdfast.Owner{Session: fmt.Sprintf("s-%d", i)}
+			if _, err := c.Acquire(context.Background(), holdfast.AcquireRequest{Keys: []string{fmt.Sprintf("policy/%d", i)}, Owner: o}); err != nil {
+				t.Errorf("acquire %d: %v", i, err)
+			}
+		})
+	}
+	// Two leave at once, two more after the linger; each caller starts
+	// once the batch before has reached the server.
+	for i := range 4 {
+		acquire(i)
+		<-tr.arrived
+	}
+	acquire(4)
+	acquire(5)
+	select {
+	case <-tr.arrived:
+		t.Error("a fifth batch left while four were on their way")
+	case <-time.After(100 * linger):
+	}
+	close(tr.gate)
+	wg.Wait()
+}

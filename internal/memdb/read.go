@@ -1,6 +1,7 @@
 package memdb
 
 import (
+	"cmp"
 	"math"
 	"slices"
 	"strings"
@@ -149,8 +150,9 @@ func (r reader) IdleSessions(now time.Time, limit int) ([]store.Session, error) 
 }
 
 // idle returns up to limit live sessions whose idle deadline is at or
-// before now. An entry of idleSessions found before its session's
-// deadline is passed over, and its id added to early when that is not nil.
+// before now, the earliest deadline first. An entry of idleSessions found
+// before its session's deadline is passed over, and its id added to early
+// when that is not nil, up to maxEarly ids.
 func (e *Engine) idle(now time.Time, limit int, early *[]string) []store.Session {
 	var out []store.Session
 	e.idleSessions.Ascend(func(it timedSessionItem) bool {
@@ -159,7 +161,7 @@ func (e *Engine) idle(now time.Time, limit int, early *[]string) []store.Session
 		}
 		s := e.sessions[it.rec.id]
 		if idleItem(s).after(now) {
-			if early != nil {
+			if early != nil && len(*early) < maxEarly {
 				*early = append(*early, s.id)
 			}
 			return true
@@ -167,8 +169,19 @@ func (e *Engine) idle(now time.Time, limit int, early *[]string) []store.Session
 		out = append(out, s.session())
 		return true
 	})
+	// Entries lie at their deadline or earlier, so the walk finds them out
+	// of their deadlines' order.
+	slices.SortFunc(out, func(a, b store.Session) int {
+		return cmp.Or(a.IdleDeadline().Compare(b.IdleDeadline()), cmp.Compare(a.ID, b.ID))
+	})
 	return out
 }
+
+// maxEarly bounds how many early entries one sweep transaction moves, so
+// that it stays short when many sessions' entries fall due at once (a
+// fleet of clients that started together); the rest are passed over,
+// which costs only a read, and moved by later sweeps.
+const maxEarly = 1000
 
 func (r reader) Sessions(q store.SessionQuery) ([]store.Session, error) {
 	out := withRoom[store.Session](q.Limit)

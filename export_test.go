@@ -9,6 +9,3 @@ func Queued(m *Manager) int {
 
 // MaxGroup is how many operations share one transaction at most.
 const MaxGroup = maxGroup
-
-// InFlight is how many shared transactions may be under way at once.
-func InFlight(m *Manager) int { return m.groups.limit }

@@ -109,7 +109,7 @@ func (g *group) gone() {
 }
 
 // grouper runs the operations of one group at a time, and lets at most
-// limit groups' transactions be under way. Operations that arrive
+// maxInFlight groups' transactions be under way. Operations that arrive
 // meanwhile queue, and the queue becomes the next group as soon as there
 // is room: a group's transaction can start while the previous one is
 // still being made durable.
@@ -117,29 +117,19 @@ type grouper struct {
 	mu       sync.Mutex
 	running  bool // a group's operations are running
 	inFlight int  // groups whose transactions have not returned
-	limit    int  // of inFlight, from inFlightOf
 	queue    []*pending
 }
 
-// inFlightOf is how many groups' transactions may be under way on s. Two
-// by default: the store can work on one group while it waits for the disk
-// (or the database) to commit the other, and more would only split the
-// queue into smaller groups, each paying for its own commit. A
-// store.Pipeliner makes the groups that wait share their syncs, so more
-// only let operations that a sync answered start their next group without
-// waiting for another sync to end.
-func inFlightOf(s store.Store) int {
-	if p, ok := s.(store.Pipeliner); ok {
-		return max(1, p.Pipeline())
-	}
-	return 2
-}
+// maxInFlight is two: the store can work on one group while it waits for
+// the disk (or the database) to commit the other. More would only split
+// the queue into smaller groups, each paying for its own commit.
+const maxInFlight = 2
 
 // join waits for p's turn. It returns lead true when p's goroutine must
 // lead g (nil: p alone); else p is answered, or gave up while queued.
 func (gr *grouper) join(p *pending) (g *group, lead bool) {
 	gr.mu.Lock()
-	if !gr.running && gr.inFlight < gr.limit {
+	if !gr.running && gr.inFlight < maxInFlight {
 		// Alone: no waiting.
 		gr.running = true
 		gr.inFlight++
@@ -189,7 +179,7 @@ func (gr *grouper) done() {
 // room for it.
 func (gr *grouper) startLocked() {
 	n := min(len(gr.queue), maxGroup)
-	if gr.running || gr.inFlight >= gr.limit || n == 0 {
+	if gr.running || gr.inFlight >= maxInFlight || n == 0 {
 		return
 	}
 	gr.running = true

@@ -114,17 +114,11 @@ func newTapManager(t *testing.T, s *tapStore) *holdfast.Manager {
 
 func newObservedManager(t *testing.T, s *tapStore, obs holdfast.Observer) *holdfast.Manager {
 	t.Helper()
-	return newManagerOver(t, s, s, obs)
-}
-
-// newManagerOver returns a Manager over st, which is tap or wraps it.
-func newManagerOver(t *testing.T, st store.Store, tap *tapStore, obs holdfast.Observer) *holdfast.Manager {
-	t.Helper()
-	m, err := holdfast.New(st, holdfast.Config{SweepInterval: -1, Observer: obs})
+	m, err := holdfast.New(s, holdfast.Config{SweepInterval: -1, Observer: obs})
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { m.Close(); tap.Close() })
+	t.Cleanup(func() { m.Close(); s.Close() })
 	return m
 }
 
@@ -209,44 +203,15 @@ func TestQueuedOperationsShareOneTransaction(t *testing.T) {
 	}
 }
 
-// A transaction starts while the previous ones are being made durable, but
-// no more than two are under way, or as many as a store.Pipeliner says:
-// the next caller queues.
+// A transaction starts while the previous one is being made durable, but
+// no more than two are under way: the third caller queues.
 func TestTransactionsInFlightAreBounded(t *testing.T) {
 	t.Parallel()
-	for name, want := range map[string]int{"default": 2, "pipeliner": 5} {
-		t.Run(name, func(t *testing.T) {
-			t.Parallel()
-			s := newTapStore(nil)
-			var m *holdfast.Manager
-			if name == "pipeliner" {
-				m = newManagerOver(t, pipelinedTap{s, want}, s, nil)
-			} else {
-				m = newTapManager(t, s)
-			}
-			if got := holdfast.InFlight(m); got != want {
-				t.Fatalf("%d transactions may be under way, want %d", got, want)
-			}
-			inFlightBounded(t, s, m, want)
-		})
-	}
-}
-
-// pipelinedTap is a tapStore that says it shares its syncs.
-type pipelinedTap struct {
-	*tapStore
-	pipeline int
-}
-
-func (p pipelinedTap) Pipeline() int { return p.pipeline }
-
-// inFlightBounded holds n transactions after they commit and checks that
-// the next caller queues.
-func inFlightBounded(t *testing.T, s *tapStore, m *holdfast.Manager, n int) {
-	t.Helper()
-	s.holdCommitted.Store(int64(n))
+	s := newTapStore(nil)
+	m := newTapManager(t, s)
+	s.holdCommitted.Store(2)
 	var wg sync.WaitGroup
-	errs := make([]error, n+1)
+	errs := make([]error, 3)
 	acquire := func(i int) func() {
 		return func() {
 			_, errs[i] = m.Acquire(context.Background(), acquireReq(fmt.Sprintf("order/%d", i), fmt.Sprintf("s-%d", i)))
@@ -261,21 +226,19 @@ func inFlightBounded(t *testing.T, s *tapStore, m *holdfast.Manager, n int) {
 			return nil
 		}
 	}
-	var held []chan struct{}
-	for i := range n {
-		wg.Go(acquire(i))
-		held = append(held, committing()) // it did not wait for the others to be durable
-	}
-	queue(t, m, &wg, acquire(n))
-	for _, release := range held {
-		close(release)
-	}
+	wg.Go(acquire(0))
+	first := committing()
+	wg.Go(acquire(1))
+	second := committing() // it did not wait for the first to be durable
+	queue(t, m, &wg, acquire(2))
+	close(first)
+	close(second)
 	wg.Wait()
 	if err := errors.Join(errs...); err != nil {
 		t.Fatal(err)
 	}
-	if got := s.updates.Load(); got != int64(n+1) {
-		t.Errorf("%d store transactions, want %d", got, n+1)
+	if got := s.updates.Load(); got != 3 {
+		t.Errorf("%d store transactions, want 3", got)
 	}
 }
 

@@ -32,7 +32,6 @@ func New(s store.Store, cfg Config) (*Manager, error) {
 		return nil, err
 	}
 	m := &Manager{store: s, cfg: cfg, stop: make(chan struct{})}
-	m.groups.limit = inFlightOf(s)
 	if cfg.SweepInterval > 0 {
 		m.swept.Add(1)
 		go m.sweepLoop()

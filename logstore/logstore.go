@@ -162,10 +162,7 @@ type group struct {
 	err     error
 }
 
-var (
-	_ store.Store     = (*Store)(nil)
-	_ store.Pipeliner = (*Store)(nil)
-)
+var _ store.Store = (*Store)(nil)
 
 // Open opens (or creates) the store in dir and loads every record but the
 // audit log.
@@ -709,13 +706,6 @@ func finished(err error) *group {
 	close(g.durable)
 	return g
 }
-
-// Pipeline is how many of the Manager's shared transactions may wait for
-// durability at once (store.Pipeliner): the groups that commit while the
-// syncers are busy are written and synced together, so more in flight
-// cost no more fdatasyncs, and the operations a sync answers start their
-// next group at once instead of waiting for another sync to end.
-func (s *Store) Pipeline() int { return 8 }
 
 // Ping fails once a write has failed or the store is closed.
 func (s *Store) Ping(ctx context.Context) error { return s.usable(ctx) }

@@ -133,15 +133,6 @@ type Toucher interface {
 	TouchSession(s Session) error
 }
 
-// Pipeliner is implemented by a Store that makes the transactions which
-// committed while it syncs durable together with one sync, however many
-// they are. The Manager then lets Pipeline() of its shared transactions
-// wait for durability at once, instead of two: more groups in flight no
-// longer each pay for a commit of their own.
-type Pipeliner interface {
-	Pipeline() int
-}
-
 // Preparer is implemented by a Tx that can read ahead. The Manager calls
 // Prepare first in a transaction that runs several operations (a batch,
 // or concurrent requests grouped into one commit), naming every key they

@@ -34,6 +34,7 @@ type coalescer struct {
 type batch struct {
 	body    []byte
 	ops     []Op
+	keys    []string      // the ops' keys, copied: a caller may reuse its slice once it stops waiting
 	done    []chan Result // buffered: the sender never waits for a caller
 	results []Result
 }
@@ -49,6 +50,11 @@ func (b *batch) add(op Op, encode func([]byte) []byte, done chan Result) {
 	b.body = append(b.body, op.name...) // a name of ours: nothing to escape
 	b.body = append(b.body, `","body":`...)
 	b.body = append(encode(b.body), '}')
+	if keys := op.echo.keys; len(keys) > 0 {
+		n := len(b.keys)
+		b.keys = append(b.keys, keys...)
+		op.echo.keys = b.keys[n:len(b.keys):len(b.keys)]
+	}
 	b.ops = append(b.ops, op)
 	b.done = append(b.done, done)
 }
@@ -173,12 +179,18 @@ func (k *coalescer) send(b *batch) {
 		}
 		if err == nil {
 			b.results = results
+		} else {
+			// The server may have answered before it read the whole body,
+			// and the transport may still be sending it: the next batch
+			// gathers in a buffer of its own.
+			b.body = nil
 		}
 		// Drop what the callers now hold, for the collector.
 		clear(b.ops)
+		clear(b.keys)
 		clear(b.done)
 		clear(b.results)
-		b.ops, b.done, b.results = b.ops[:0], b.done[:0], b.results[:0]
+		b.ops, b.keys, b.done, b.results = b.ops[:0], b.keys[:0], b.done[:0], b.results[:0]
 
 		k.mu.Lock()
 		k.inFlight--

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -200,5 +202,37 @@ func TestCoalescedLingerKeepsFourInFlight(t *testing.T) {
 	case <-time.After(100 * linger):
 	}
 	close(tr.gate)
+	wg.Wait()
+}
+
+// A server may refuse a batch before it has read the body, while the
+// transport is still sending it; the next batch must not be written into
+// that buffer (the race detector tells).
+func TestCoalescedBodyOfARefusedBatchIsNotReused(t *testing.T) {
+	t.Parallel()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusUnauthorized)
+		w.Write([]byte(`{"error":{"code":"unauthorized","message":"no"}}`))
+	}))
+	t.Cleanup(srv.Close)
+	c, err := client.New(client.Config{BaseURL: srv.URL, Coalesce: time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	note := strings.Repeat("n", 20<<10)
+	var wg sync.WaitGroup
+	for i := range 64 {
+		wg.Go(func() {
+			for j := range 5 {
+				keys := []string{fmt.Sprintf("policy/%d-%d", i, j)}
+				_, err := c.Acquire(context.Background(), holdfast.AcquireRequest{Keys: keys, Owner: bob, Note: note})
+				if err == nil {
+					t.Error("acquire against a server that refuses everything succeeded")
+				}
+				keys[0] = "reused" // the caller's slice is its own again
+			}
+		})
+	}
 	wg.Wait()
 }

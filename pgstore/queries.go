@@ -115,13 +115,8 @@ func newQueries(schema string) queries {
 		lost:         `SELECT ` + lostCols + ` FROM ` + s + `.lost WHERE session = $1 ORDER BY at, key, token`,
 		sessionsLost: `SELECT ` + lostCols + ` FROM ` + s + `.lost WHERE session = ANY($1::text[]) ORDER BY at, key, token`,
 		lostBefore:   `SELECT ` + lostCols + ` FROM ` + s + `.lost WHERE at < $1 ORDER BY at, session, key, token LIMIT $2`,
-		// The oldest entries by id up to the first not older than $1 (see
-		// migration 0003): the primary key's first $2 rows at most.
-		// = ANY of an array, so that the deletion finds them by the
-		// primary key too.
-		pruneAudit: `DELETE FROM ` + s + `.audit WHERE id = ANY (ARRAY(
-			SELECT id FROM (SELECT id, bool_and(at < $1) OVER (ORDER BY id) AS old FROM ` + s + `.audit ORDER BY id LIMIT $2) oldest
-			WHERE old))`,
+		pruneAudit: `DELETE FROM ` + s + `.audit WHERE id IN (
+			SELECT id FROM ` + s + `.audit WHERE at < $1 ORDER BY at, id LIMIT $2)`,
 	}
 }
 

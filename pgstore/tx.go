@@ -1005,8 +1005,6 @@ func (t *tx) AppendAudit(e store.AuditEntry) (uint64, error) {
 	return uint64(id), t.err
 }
 
-// PruneAudit deletes the oldest entries by id, up to the first that is
-// not older than before (see migration 0003).
 func (t *tx) PruneAudit(before time.Time, limit int) (int, error) {
 	t.durable = true
 	var n int64

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -430,27 +431,13 @@ func TestOverlappingSyncs(t *testing.T) {
 			dir := t.TempDir()
 			ctx := context.Background()
 			s := openTuned(t, dir, defaultTuning)
-			var calls sync.Mutex
-			n := 0
-			firstIn, releaseFirst := make(chan struct{}), make(chan struct{})
-			s.syncFile = func(f *os.File) error {
-				calls.Lock()
-				n++
-				call := n
-				calls.Unlock()
-				if call == 1 {
-					close(firstIn)
-					<-releaseFirst
-					return boom // after the second, whatever it did
-				}
+			firstIn, releaseFirst := holdFirstSync(s, boom, func(f *os.File) error {
 				if err := fdatasync(f); err != nil {
 					return err
 				}
 				return second
-			}
-			put := func(key string) error {
-				return s.Update(ctx, func(tx store.Tx) error { return tx.PutLock(store.Lock{Key: key, Session: "s"}) })
-			}
+			})
+			put := func(key string) error { return putLock(s, key) }
 			release := sync.OnceFunc(func() { close(releaseFirst) })
 			first := make(chan error, 1)
 			go func() { first <- put("first") }()
@@ -478,15 +465,7 @@ func TestOverlappingSyncs(t *testing.T) {
 			if err := s.Close(); err != nil {
 				t.Fatal(err)
 			}
-			s = openTuned(t, dir, defaultTuning)
-			s.View(ctx, func(tx store.ReadTx) error {
-				for _, key := range []string{"first", "second"} {
-					if _, ok, _ := tx.Lock(key, "s"); ok != (second == nil) {
-						t.Errorf("%s kept: %v", key, ok)
-					}
-				}
-				return nil
-			})
+			checkKept(t, dir, map[string]bool{"first": second == nil, "second": second == nil})
 		})
 	}
 }
@@ -499,22 +478,9 @@ func TestGroupWrittenAfterTheCutIsCut(t *testing.T) {
 	dir := t.TempDir()
 	ctx := context.Background()
 	s := openTuned(t, dir, defaultTuning)
-	boom := errors.New("i/o error")
+	firstIn, releaseFirst := holdFirstSync(s, errors.New("i/o error"), fdatasync)
 	var mu sync.Mutex
-	syncs, writes := 0, 0
-	firstIn, releaseFirst := make(chan struct{}), make(chan struct{})
-	s.syncFile = func(f *os.File) error {
-		mu.Lock()
-		syncs++
-		call := syncs
-		mu.Unlock()
-		if call == 1 {
-			close(firstIn)
-			<-releaseFirst
-			return boom
-		}
-		return fdatasync(f)
-	}
+	writes := 0
 	write := s.writeFrame
 	s.writeFrame = func(f *os.File, off int64, frame []byte) error {
 		mu.Lock()
@@ -532,28 +498,51 @@ func TestGroupWrittenAfterTheCutIsCut(t *testing.T) {
 		}
 		return write(f, off, frame)
 	}
-	put := func(key string) error {
-		return s.Update(ctx, func(tx store.Tx) error { return tx.PutLock(store.Lock{Key: key, Session: "s"}) })
-	}
 	first := make(chan error, 1)
-	go func() { first <- put("first") }()
+	go func() { first <- putLock(s, "first") }()
 	<-firstIn
-	if err := put("second"); err != nil {
+	if err := putLock(s, "second"); err != nil {
 		t.Fatal(err)
 	}
 	if err := <-first; err != nil {
 		t.Fatal(err) // answered by the second sync
 	}
-	if err := put("third"); !errors.Is(err, store.ErrUnavailable) {
+	if err := putLock(s, "third"); !errors.Is(err, store.ErrUnavailable) {
 		t.Fatalf("the third Update returned %v", err)
 	}
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
-	s = openTuned(t, dir, defaultTuning)
-	s.View(ctx, func(tx store.ReadTx) error {
-		for key, want := range map[string]bool{"first": true, "second": true, "third": false} {
-			if _, ok, _ := tx.Lock(key, "s"); ok != want {
+	checkKept(t, dir, map[string]bool{"first": true, "second": true, "third": false})
+}
+
+// holdFirstSync makes s's first fdatasync tell firstIn it began, wait
+// for releaseFirst and fail with err; every later one is then's.
+func holdFirstSync(s *Store, err error, then func(*os.File) error) (firstIn, releaseFirst chan struct{}) {
+	firstIn, releaseFirst = make(chan struct{}), make(chan struct{})
+	var calls atomic.Int32
+	s.syncFile = func(f *os.File) error {
+		if calls.Add(1) == 1 {
+			close(firstIn)
+			<-releaseFirst
+			return err
+		}
+		return then(f)
+	}
+	return firstIn, releaseFirst
+}
+
+func putLock(s *Store, key string) error {
+	return s.Update(context.Background(), func(tx store.Tx) error { return tx.PutLock(store.Lock{Key: key, Session: "s"}) })
+}
+
+// checkKept opens the store in dir again and checks which keys it holds.
+func checkKept(t *testing.T, dir string, want map[string]bool) {
+	t.Helper()
+	s := openTuned(t, dir, defaultTuning)
+	s.View(context.Background(), func(tx store.ReadTx) error {
+		for key, held := range want {
+			if _, ok, _ := tx.Lock(key, "s"); ok != held {
 				t.Errorf("%s kept: %v", key, ok)
 			}
 		}

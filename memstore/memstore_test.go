@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/holdfast/holdfast/internal/embeddedtest"
 	"github.com/holdfast/holdfast/memstore"
 	"github.com/holdfast/holdfast/store"
 )
@@ -39,22 +40,9 @@ func TestUpdateIsAtomicAndClockInjected(t *testing.T) {
 }
 
 func TestClosedStoreIsUnavailable(t *testing.T) {
-	t.Parallel()
-	s := memstore.New(memstore.Config{})
-	ctx := context.Background()
-	if err := s.Ping(ctx); err != nil {
-		t.Fatalf("Ping = %v", err)
-	}
-	s.Close()
-	for name, err := range map[string]error{
-		"Ping":   s.Ping(ctx),
-		"Update": s.Update(ctx, func(store.Tx) error { return nil }),
-		"View":   s.View(ctx, func(store.ReadTx) error { return nil }),
-	} {
-		if !errors.Is(err, store.ErrUnavailable) {
-			t.Errorf("%s after Close = %v, want ErrUnavailable", name, err)
-		}
-	}
+	embeddedtest.ClosedStoreIsUnavailable(t, func(string, func() time.Time) (store.Store, error) {
+		return memstore.New(memstore.Config{}), nil
+	})
 }
 
 func TestCanceledContextRunsNothing(t *testing.T) {

@@ -204,7 +204,7 @@ func DirectoryHeldByAnotherStoreIsRefused(t *testing.T, open Open) {
 }
 
 // ClosedStoreIsUnavailable checks that a closed store answers
-// ErrUnavailable.
+// ErrUnavailable. memstore runs it too, ignoring the directory.
 func ClosedStoreIsUnavailable(t *testing.T, open Open) {
 	t.Parallel()
 	s := open.MustOpen(t, t.TempDir(), nil)

@@ -49,7 +49,7 @@ func newQueries(schema string) queries {
 	s := quote(schema)
 	return queries{
 		schema:    s,
-		writes:    &writeStatements{parts: writeParts(s)},
+		writes:    newWriteStatements(s),
 		takeLocks: `SELECT ` + s + `.take_locks($1::bigint[], $2::boolean[], $3::boolean[], '` + briefWait + `')`,
 		// take_locks where every lock may be waited for without limit, as
 		// in a transaction's first round trip: the same ascending order

@@ -4,7 +4,6 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
-	"sync"
 )
 
 // A transaction's queued writes go out as one statement: each table's
@@ -62,23 +61,28 @@ func writeParts(s string) [numParts]string {
 
 var partNames = [numParts]string{"locks_deleted", "locks_put", "sessions_deleted", "sessions_put", "lost_deleted", "lost_new", "audit_appended"}
 
-// writeStatements builds the write statement of each combination of parts
-// once per store.
-type writeStatements struct {
-	parts [numParts]string
-	mu    sync.Mutex
-	built map[uint8]string
+// writeStatements are the write statements of every combination of parts
+// (index bit i: writePart i), built once per store, so that a commit only
+// looks its statement up.
+type writeStatements [1 << numParts]string
+
+func newWriteStatements(schema string) *writeStatements {
+	parts := writeParts(schema)
+	var w writeStatements
+	for mask := 1; mask < len(w); mask++ {
+		w[mask] = buildWrite(&parts, uint8(mask))
+	}
+	return &w
 }
+
+// sql returns the statement of the parts in mask.
+func (w *writeStatements) sql(mask uint8) string { return w[mask] }
 
 var placeholder = regexp.MustCompile(`\$[0-9]+`)
 
-// sql returns the statement of the parts in mask (bit i: writePart i).
-func (w *writeStatements) sql(mask uint8) string {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if sql, ok := w.built[mask]; ok {
-		return sql
-	}
+// buildWrite joins the parts in mask into one statement, numbering their
+// arguments on.
+func buildWrite(parts *[numParts]string, mask uint8) string {
 	var b strings.Builder
 	b.WriteString("WITH ")
 	args := 0
@@ -90,7 +94,7 @@ func (w *writeStatements) sql(mask uint8) string {
 			b.WriteString(",\n")
 		}
 		n := 0
-		body := placeholder.ReplaceAllStringFunc(w.parts[p], func(ph string) string {
+		body := placeholder.ReplaceAllStringFunc(parts[p], func(ph string) string {
 			i, _ := strconv.Atoi(ph[1:])
 			n = max(n, i)
 			return "$" + strconv.Itoa(args+i)
@@ -99,10 +103,5 @@ func (w *writeStatements) sql(mask uint8) string {
 		b.WriteString(partNames[p] + " AS (" + body + ")")
 	}
 	b.WriteString("\nSELECT")
-	if w.built == nil {
-		w.built = make(map[uint8]string)
-	}
-	sql := b.String()
-	w.built[mask] = sql
-	return sql
+	return b.String()
 }

@@ -196,21 +196,27 @@ func (r *reader) rawString() []byte {
 func (r *reader) string() string { return r.intern(r.rawString()) }
 
 // intern returns s as a string, one of the request's own when it has s.
+// Keys are searched only in requests of a few: in one of many, every
+// string of the answer would scan them all.
 func (r *reader) intern(s []byte) string {
 	if e := r.echo; e != nil {
-		for _, k := range e.keys {
-			if string(s) == k {
-				return k
-			}
-		}
 		for _, k := range e.strs {
 			if string(s) == k {
 				return k
 			}
 		}
+		if len(e.keys) <= maxInternKeys {
+			for _, k := range e.keys {
+				if string(s) == k {
+					return k
+				}
+			}
+		}
 	}
 	return string(s)
 }
+
+const maxInternKeys = 16
 
 // mode returns the two modes without allocating.
 func (r *reader) mode() holdfast.Mode {

@@ -152,7 +152,7 @@ func (r reader) IdleSessions(now time.Time, limit int) ([]store.Session, error) 
 // idle returns up to limit live sessions whose idle deadline is at or
 // before now, the earliest deadline first. An entry of idleSessions found
 // before its session's deadline is passed over, and its id added to early
-// when that is not nil, up to maxEarly ids.
+// when that is not nil.
 func (e *Engine) idle(now time.Time, limit int, early *[]string) []store.Session {
 	var out []store.Session
 	e.idleSessions.Ascend(func(it timedSessionItem) bool {
@@ -161,7 +161,7 @@ func (e *Engine) idle(now time.Time, limit int, early *[]string) []store.Session
 		}
 		s := e.sessions[it.rec.id]
 		if idleItem(s).after(now) {
-			if early != nil && len(*early) < maxEarly {
+			if early != nil {
 				*early = append(*early, s.id)
 			}
 			return true
@@ -176,12 +176,6 @@ func (e *Engine) idle(now time.Time, limit int, early *[]string) []store.Session
 	})
 	return out
 }
-
-// maxEarly bounds how many early entries one sweep transaction moves, so
-// that it stays short when many sessions' entries fall due at once (a
-// fleet of clients that started together); the rest are passed over,
-// which costs only a read, and moved by later sweeps.
-const maxEarly = 1000
 
 func (r reader) Sessions(q store.SessionQuery) ([]store.Session, error) {
 	out := withRoom[store.Session](q.Limit)

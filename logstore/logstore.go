@@ -139,9 +139,8 @@ type Store struct {
 
 // syncers is how many groups may be syncing at once. With one, a commit
 // arriving during an fdatasync waited for it and then for its own; two
-// overlap on the disk (this project's machine flushed nearly twice as many
-// per second with two under way as with one), and more made each slower
-// without making more of them (docs/STORAGE.md).
+// overlap on the disk, and four were slower than two in
+// BenchmarkStore/AcquireRelease (docs/STORAGE.md).
 const syncers = 2
 
 // group is a set of commits written in one frame with one fsync.

@@ -82,7 +82,12 @@ type Lock struct {
 // written out by hand because every answer of the API carries locks: the
 // reflection of encoding/json cost more than the rest of the encoding.
 func (l Lock) MarshalJSON() ([]byte, error) {
-	b := make([]byte, 0, 256)
+	return l.AppendJSON(make([]byte, 0, 256)), nil
+}
+
+// AppendJSON appends what MarshalJSON returns to b, so that an answer
+// carrying many locks is written into one buffer.
+func (l Lock) AppendJSON(b []byte) []byte {
 	b = append(b, `{"key":`...)
 	b = jsonwire.AppendString(b, l.Key)
 	b = append(b, `,"requested_key":`...)
@@ -109,7 +114,7 @@ func (l Lock) MarshalJSON() ([]byte, error) {
 	b = Time(l.AcquiredAt).appendJSON(b)
 	b = append(b, `,"expires_at":`...)
 	b = Time(l.ExpiresAt).appendJSON(b)
-	return append(b, '}'), nil
+	return append(b, '}')
 }
 
 // Time is a time.Time that travels as RFC 3339 UTC with milliseconds.

@@ -261,12 +261,9 @@ func appendLocks(b []byte, locks []holdfast.Lock) []byte {
 	return append(b, ']')
 }
 
-// appendLock appends a Lock's own MarshalJSON, which is compact and
-// escaped as json.Marshal would leave it, and never fails.
-func appendLock(b []byte, l *holdfast.Lock) []byte {
-	j, _ := l.MarshalJSON()
-	return append(b, j...)
-}
+// appendLock appends a Lock's own JSON, which is compact and escaped as
+// json.Marshal would leave it.
+func appendLock(b []byte, l *holdfast.Lock) []byte { return l.AppendJSON(b) }
 
 // appendTime appends a Time's own MarshalJSON, which never fails.
 func appendTime(b []byte, t holdfast.Time) []byte {

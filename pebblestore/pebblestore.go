@@ -101,6 +101,20 @@ type group struct {
 
 var _ store.Store = (*Store)(nil)
 
+// engineDir is the subdirectory of a store's directory that Pebble owns.
+const engineDir = "pebble"
+
+// Present reports whether dir holds a store this package wrote, so that
+// a server can keep serving such a directory with it instead of starting
+// an empty store of another kind there. An error means it could not tell.
+func Present(dir string) (bool, error) {
+	_, err := os.Stat(filepath.Join(dir, engineDir))
+	if errors.Is(err, os.ErrNotExist) {
+		return false, nil
+	}
+	return err == nil, err
+}
+
 // Open opens (or creates) the store in dir and loads every record.
 func Open(dir string, cfg Config) (*Store, error) {
 	if cfg.Logger == nil {
@@ -114,7 +128,7 @@ func Open(dir string, cfg Config) (*Store, error) {
 		return nil, fmt.Errorf("pebblestore: %s is in use by another process: %w", dir, err)
 	}
 	start := time.Now()
-	db, err := pebble.Open(filepath.Join(dir, "pebble"), &pebble.Options{
+	db, err := pebble.Open(filepath.Join(dir, engineDir), &pebble.Options{
 		Logger: pebbleLogger{cfg.Logger},
 	})
 	if err != nil {

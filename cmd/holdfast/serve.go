@@ -11,7 +11,6 @@ import (
 	"net/http"
 	"net/http/pprof"
 	"os"
-	"path/filepath"
 	"strings"
 	"time"
 
@@ -200,28 +199,24 @@ func openStore(ctx context.Context, cfg config.Config, log *slog.Logger) (store.
 			return nil, nil, fmt.Errorf("store %s://…: unknown kind of store (want a directory, postgres://, redis:// or etcd://)", scheme)
 		}
 	}
-	open := func(dir string) (store.Store, func() error, error) {
-		st, err := logstore.Open(dir, logstore.Config{Logger: log})
-		return st, st.Close, err
-	}
-	switch _, err := os.Stat(filepath.Join(dsn, "pebble")); {
-	case err == nil:
-		// A directory written before logstore became the default: it
-		// keeps its engine, so that no lock it holds is lost.
-		log.Info("the store directory holds the earlier embedded store (Pebble); serving it with pebblestore", slog.String("dir", dsn))
-		open = func(dir string) (store.Store, func() error, error) {
-			st, err := pebblestore.Open(dir, pebblestore.Config{Logger: log})
-			return st, st.Close, err
-		}
-	case !errors.Is(err, os.ErrNotExist):
+	earlier, err := pebblestore.Present(dsn)
+	if err != nil {
 		// Unsure what the directory holds: logstore would start empty.
 		return nil, nil, fmt.Errorf("opening the embedded store in %s: %w", dsn, err)
 	}
-	st, closeStore, err := open(dsn)
+	var st store.Store
+	if earlier {
+		// A directory written before logstore became the default keeps
+		// its engine, so that no lock it holds is lost.
+		log.Info("the store directory holds the earlier embedded store (Pebble); serving it with pebblestore", slog.String("dir", dsn))
+		st, err = pebblestore.Open(dsn, pebblestore.Config{Logger: log})
+	} else {
+		st, err = logstore.Open(dsn, logstore.Config{Logger: log})
+	}
 	if err != nil {
 		return nil, nil, fmt.Errorf("opening the embedded store in %s: %w", dsn, err)
 	}
-	return st, closeStore, nil
+	return st, st.Close, nil
 }
 
 // openPostgres connects a pool to the database, migrates the schema when

@@ -64,7 +64,7 @@ func (s *Store) saveCheckpoint(stop <-chan struct{}) (seq, pruned uint64, size i
 		// commits that will not be, and is replayed over it (replaying a
 		// record's final state twice is harmless).
 		s.mu.Lock()
-		seq, wait = s.filling.seq, s.latest
+		seq, wait = s.filling.seq, s.strict
 		s.mu.Unlock()
 		pruned = s.prunedThrough
 	})
@@ -77,7 +77,8 @@ func (s *Store) saveCheckpoint(stop <-chan struct{}) (seq, pruned uint64, size i
 
 // writeCheckpoint writes snap as the checkpoint that precedes group seq,
 // once the state it holds is durable in the log (wait), so that it never
-// holds a write the log could still lose.
+// holds a write the log could still lose. Lazy writes (store.Toucher) need
+// not be: losing them is allowed, keeping them too.
 func (s *Store) writeCheckpoint(snap *memdb.Snapshot, seq, pruned uint64, wait *group, stop <-chan struct{}) (int64, error) {
 	tmp := filepath.Join(s.dir, checkpointName(seq)+".tmp")
 	f, err := os.OpenFile(tmp, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o600)

@@ -9,7 +9,8 @@
 // one fdatasync. Up to syncers fdatasyncs are under way at once, each
 // started as soon as there is a group to write, so that commits do not wait
 // for an earlier group's fdatasync before theirs can start. There is no
-// timer: a lone caller pays exactly one fsync. In
+// timer: a lone caller pays exactly one fsync, and a group of lazy session
+// touches only (heartbeats) none: the next fdatasync covers it. In
 // the background, once enough log has piled up, a checkpoint of the state
 // is written, so that open reads the checkpoint and the log after it, and
 // the segments before it go once their audit entries are pruned.
@@ -78,9 +79,8 @@ type Store struct {
 	// filling collects the commits that the next write will carry.
 	filling *group
 	// strict is the latest group holding a change that is not lazy: what
-	// every read so far has seen is durable once it is. latest is the
-	// latest group holding any change.
-	strict, latest *group
+	// every read so far has seen is durable once it is.
+	strict *group
 	// nextSeq numbers the next group made.
 	nextSeq uint64
 	// spare is the buffer of the last group written, for the next group
@@ -121,6 +121,7 @@ type Store struct {
 	prepared        chan preparedFile // the next segment's file, once asked for
 	lastAudit       uint64            // the highest audit ID written
 	sinceCheckpoint int64             // bytes written since the last checkpoint began
+	unsynced        bool              // the last group written was lazy: Close syncs it
 	// syncFiles are the active segment opened once for each syncer: a
 	// write error is reported to every open file, where two fdatasyncs
 	// through one could see it only once, and the other succeed for a
@@ -153,6 +154,9 @@ type group struct {
 	counters [memdb.NumCounters]uint64
 	// lastAudit is the highest audit ID in the group.
 	lastAudit uint64
+	// strict is set once the group holds a change that is not lazy: a
+	// group of lazy changes only is written but not synced (enqueue).
+	strict bool
 	// end is where the group ends in its segment, once written.
 	end int64
 	// durable is closed once the group is fsync'd or has failed; err is
@@ -337,6 +341,11 @@ func (s *Store) View(ctx context.Context, fn func(store.ReadTx) error) error {
 // A commit whose changes are all lazy (session activity, see
 // store.Toucher) is written with the filling group but waits only for the
 // last group that holds a change that is not: that is the state it read.
+// A group of lazy changes only is written without an fdatasync of its
+// own: the next group's makes it durable, or Close's. Heartbeats then
+// cost no fsync; a crash of the machine (not of the process: the page
+// cache holds the write) can lose the touches since the last fdatasync,
+// which store.Toucher allows.
 func (s *Store) enqueue(changes []memdb.Change, pruned uint64) *group {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -375,9 +384,9 @@ func (s *Store) enqueue(changes []memdb.Change, pruned uint64) *group {
 	case s.wake <- struct{}{}:
 	default:
 	}
-	s.latest = g
 	if !lazy {
 		s.strict = g
+		g.strict = true
 	}
 	return s.strict
 }
@@ -447,13 +456,23 @@ func (s *Store) commitFilling(i int) bool {
 		s.writeMu.Unlock()
 		return false
 	}
-	s.written = append(s.written, g)
+	if g.strict {
+		s.written = append(s.written, g)
+	} else {
+		// No one waits for it, and the next fdatasync covers it.
+		close(g.durable)
+	}
+	s.unsynced = !g.strict
 	if cap(g.buf) <= maxSpare {
 		s.spare = g.buf
 	}
 	g.buf = nil
 	s.mu.Unlock()
 	s.maybeCheckpoint()
+	if !g.strict {
+		s.writeMu.Unlock()
+		return true
+	}
 	active, f := s.active, s.syncFiles[i]
 	s.syncing.Add(1)
 	s.writeMu.Unlock()
@@ -741,7 +760,11 @@ func (s *Store) Close() error {
 	}
 	s.mu.Unlock()
 	var err error
-	if failed == nil && s.sinceCheckpoint >= closeCheckpointBytes {
+	if failed == nil && s.unsynced {
+		// A clean stop keeps every heartbeat.
+		err = s.syncFile(s.active)
+	}
+	if err == nil && failed == nil && s.sinceCheckpoint >= closeCheckpointBytes {
 		// A restart then reads the checkpoint alone, which loads several
 		// times faster than the same records replayed from the log.
 		err = s.checkpoint(nil)

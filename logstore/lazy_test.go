@@ -1,0 +1,74 @@
+package logstore
+
+import (
+	"context"
+	"os"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/holdfast/holdfast/internal/embeddedtest"
+	"github.com/holdfast/holdfast/store"
+)
+
+// Heartbeats cost no fdatasync: a group of lazy changes only is written
+// without one, and Close syncs it, so a clean stop keeps every touch.
+func TestLazyGroupsAreNotSynced(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	ctx := context.Background()
+	s := openTuned(t, dir, defaultTuning)
+	var syncs atomic.Int32
+	s.syncFile = func(f *os.File) error {
+		syncs.Add(1)
+		return fdatasync(f)
+	}
+	sess := store.Session{ID: "s", LastSeen: embeddedtest.AuditT0}
+	if err := s.Update(ctx, func(tx store.Tx) error { return tx.PutSession(sess) }); err != nil {
+		t.Fatal(err)
+	}
+	if n := syncs.Load(); n != 1 {
+		t.Fatalf("a strict commit synced %d times", n)
+	}
+	const touches = 5
+	for i := range touches {
+		sess.LastSeen = embeddedtest.AuditT0.Add(time.Duration(i+1) * time.Second)
+		if err := s.Update(ctx, func(tx store.Tx) error { return tx.(store.Toucher).TouchSession(sess) }); err != nil {
+			t.Fatal(err)
+		}
+		waitWritten(s) // each touch its own group
+	}
+	if n := syncs.Load(); n != 1 {
+		t.Fatalf("%d groups of touches caused %d fdatasyncs", touches, n-1)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if n := syncs.Load(); n != 2 {
+		t.Fatalf("Close made %d fdatasyncs for the touches, want 1", n-1)
+	}
+	s = openTuned(t, dir, defaultTuning)
+	s.View(ctx, func(tx store.ReadTx) error {
+		got, ok, err := tx.Session("s")
+		if err != nil || !ok || !got.LastSeen.Equal(sess.LastSeen) {
+			t.Errorf("after Close and open: %+v %v %v, want last seen %v", got, ok, err, sess.LastSeen)
+		}
+		return nil
+	})
+}
+
+// waitWritten waits until a syncer has written the filling group and
+// decided whether to sync it.
+func waitWritten(s *Store) {
+	for {
+		s.writeMu.Lock()
+		s.mu.Lock()
+		empty := s.filling.empty()
+		s.mu.Unlock()
+		s.writeMu.Unlock()
+		if empty {
+			return
+		}
+		time.Sleep(time.Millisecond)
+	}
+}

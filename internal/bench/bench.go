@@ -155,6 +155,14 @@ type system struct {
 	holdfast bool
 	// ceiling marks the trivial handler, which grants everything.
 	ceiling bool
+	// prefix begins every key the workloads lock on this system: a
+	// shared one, such as Redis, needs the run's own.
+	prefix string
+}
+
+// key is the workload's key name on s.
+func (s *system) key(format string, args ...any) string {
+	return s.prefix + fmt.Sprintf(format, args...)
 }
 
 // Run runs every workload and prints the table.
@@ -296,7 +304,7 @@ func (r *runner) startHoldfast(ctx context.Context, dsn string) (*process, error
 		// Tables of its own, beside whatever else the database holds,
 		// and apart from those of another run at the same time; dropped
 		// once the server has stopped (closers run last first).
-		schema := fmt.Sprintf("holdfast_bench_%d", os.Getpid())
+		schema := "holdfast_bench_" + runID
 		args = append(args, "--migrate-on-start", "--schema", schema)
 		r.closers = append(r.closers, func() error { return dropSchema(dsn, schema) })
 	}
@@ -327,13 +335,13 @@ func (r *runner) start(ctx context.Context, name, exe string, args ...string) (*
 
 func (r *runner) connectPeers(ctx context.Context) {
 	cfg := r.cfg
-	add := func(name, addr string, t target, err error) {
+	add := func(name, addr string, t target, prefix string, err error) {
 		if err != nil {
 			r.logf("skipping %s: %v", name, err)
 			return
 		}
 		r.closers = append(r.closers, t.close)
-		s := &system{name: name, t: t}
+		s := &system{name: name, t: t, prefix: prefix}
 		if p, ok := attach(addr); ok {
 			s.server = p
 		}
@@ -343,19 +351,19 @@ func (r *runner) connectPeers(ctx context.Context) {
 		r.logf("skipping the PostgreSQL lock table: no --postgres DSN given")
 	} else {
 		t, err := newPGTarget(ctx, cfg.Postgres, cfg.postgresConns())
-		add("PostgreSQL lock table", pgAddr(cfg.Postgres), t, err)
+		add("PostgreSQL lock table", pgAddr(cfg.Postgres), t, "", err)
 	}
 	if cfg.Redis == "" {
 		r.logf("skipping Redis: no --redis address given")
 	} else {
 		t, err := newRedisTarget(ctx, cfg.Redis, cfg.Clients)
-		add("Redis SET NX, AOF always", cfg.Redis, t, err)
+		add("Redis SET NX, AOF always", cfg.Redis, t, redisPrefix, err)
 	}
 	if cfg.Etcd == "" {
 		r.logf("skipping etcd: no --etcd address given")
 	} else {
 		t, err := newEtcdTarget(ctx, cfg.Etcd, cfg.Clients)
-		add("etcd txn + lease", cfg.Etcd, t, err)
+		add("etcd txn + lease", cfg.Etcd, t, "", err)
 	}
 }
 
@@ -505,7 +513,7 @@ func timed(lat *[]time.Duration, fn func() error) error {
 // The latency is the acquire's.
 func (r *runner) cycle(ctx context.Context, s *system) (row, error) {
 	return r.measure(ctx, s, r.cfg.Clients, func(ctx context.Context, c int, lat *[]time.Duration) (int, error) {
-		keys := []string{fmt.Sprintf("cycle/%d", c)}
+		keys := []string{s.key("cycle/%d", c)}
 		var granted bool
 		err := timed(lat, func() (err error) { granted, err = s.t.acquire(ctx, owner(c), keys); return err })
 		if err != nil {
@@ -524,7 +532,7 @@ func (r *runner) aggregate(ctx context.Context, s *system) (row, error) {
 	return r.measure(ctx, s, r.cfg.Clients, func(ctx context.Context, c int, lat *[]time.Duration) (int, error) {
 		keys := make([]string, 100)
 		for i := range keys {
-			keys[i] = fmt.Sprintf("aggregate/%d/member/%d", c, i)
+			keys[i] = s.key("aggregate/%d/member/%d", c, i)
 		}
 		var granted bool
 		err := timed(lat, func() (err error) { granted, err = s.t.acquire(ctx, owner(c), keys); return err })
@@ -552,7 +560,7 @@ func (r *runner) hot(ctx context.Context, s *system) (row, error) {
 	)
 	res, err := r.measure(ctx, s, r.cfg.Clients, func(ctx context.Context, c int, lat *[]time.Duration) (int, error) {
 		k := (c*7 + int(time.Now().UnixNano()>>10)) % hotKeys
-		keys := []string{fmt.Sprintf("hot/%d", k)}
+		keys := []string{s.key("hot/%d", k)}
 		var ok bool
 		err := timed(lat, func() (err error) { ok, err = s.t.acquire(ctx, owner(c), keys); return err })
 		if err != nil {

@@ -2,10 +2,13 @@ package bench
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"net/http/httptest"
 	"os"
 	"runtime"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -95,5 +98,48 @@ func TestWithPoolSize(t *testing.T) {
 		if got := withPoolSize(dsn, 64); got != want {
 			t.Errorf("withPoolSize(%q, 64) = %q, want %q", dsn, got, want)
 		}
+	}
+}
+
+// keyRecorder grants everything and remembers the keys it was asked for.
+type keyRecorder struct {
+	mu   sync.Mutex
+	keys []string
+}
+
+func (k *keyRecorder) acquire(_ context.Context, _ string, keys []string) (bool, error) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.keys = append(k.keys, keys...)
+	return true, nil
+}
+
+func (k *keyRecorder) release(context.Context, string, []string) error { return nil }
+func (k *keyRecorder) close() error                                    { return nil }
+
+// A system's prefix reaches every key each workload locks on it, so
+// that runs sharing a Redis never meet each other's keys.
+func TestWorkloadKeysCarryTheSystemPrefix(t *testing.T) {
+	t.Parallel()
+	r := &runner{cfg: Config{Clients: 2, Duration: time.Millisecond, Warmup: time.Millisecond}}
+	for name, workload := range map[string]func(context.Context, *system) (row, error){
+		"cycle": r.cycle, "hot": r.hot, "aggregate": r.aggregate,
+	} {
+		rec := &keyRecorder{}
+		s := &system{name: "recorder", t: rec, prefix: redisPrefix, ceiling: true}
+		if _, err := workload(context.Background(), s); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if len(rec.keys) == 0 {
+			t.Fatalf("%s locked no keys", name)
+		}
+		for _, k := range rec.keys {
+			if !strings.HasPrefix(k, redisPrefix) {
+				t.Fatalf("%s locked %q, want the prefix %q", name, k, redisPrefix)
+			}
+		}
+	}
+	if !strings.Contains(redisPrefix, fmt.Sprint(os.Getpid())+"_") {
+		t.Errorf("redisPrefix %q does not name the pid and the start time", redisPrefix)
 	}
 }

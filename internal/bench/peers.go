@@ -30,9 +30,14 @@ type pgTarget struct {
 	insert, delete string
 }
 
+// runID tells this run's tables, schemas and keys from those of any
+// other run on a shared database or Redis: the pid alone repeats across
+// machines and reboots, the pid and the start time do not.
+var runID = fmt.Sprintf("%d_%d", os.Getpid(), time.Now().UnixNano())
+
 // pgTable is the lock table's name: a run's own, so that runs at the same
 // time on one database do not drop or share each other's.
-var pgTable = fmt.Sprintf("holdfast_bench_locks_%d", os.Getpid())
+var pgTable = "holdfast_bench_locks_" + runID
 
 func newPGTarget(ctx context.Context, dsn string, conns int) (*pgTarget, error) {
 	cfg, err := pgxpool.ParseConfig(dsn)
@@ -101,21 +106,15 @@ func (t *pgTarget) close() error {
 }
 
 // redisTarget is SET NX PX with a compare-and-delete script, on a Redis
-// started with appendonly yes and appendfsync always.
+// started with appendonly yes and appendfsync always. Its keys begin with
+// redisPrefix, put there by the workloads outside the timed calls.
 type redisTarget struct {
 	rdb *redis.Client
-	// prefix is the run's own, so that runs sharing a Redis never meet
-	// the keys another left held.
-	prefix string
 }
 
-func (t *redisTarget) keys(keys []string) []string {
-	prefixed := make([]string, len(keys))
-	for i, k := range keys {
-		prefixed[i] = t.prefix + k
-	}
-	return prefixed
-}
+// redisPrefix is the run's own, so that runs sharing a Redis never meet
+// the keys another left held.
+var redisPrefix = "holdfast-bench/" + runID + "/"
 
 // Both scripts run atomically in Redis.
 var (
@@ -152,19 +151,19 @@ func newRedisTarget(ctx context.Context, addr string, clients int) (*redisTarget
 		return nil, fmt.Errorf("redis peer at %s runs appendonly %q appendfsync %q: start it with --appendonly yes --appendfsync always for equal durability",
 			addr, aof["appendonly"], cfg["appendfsync"])
 	}
-	return &redisTarget{rdb: rdb, prefix: fmt.Sprintf("holdfast-bench/%d/%d/", os.Getpid(), time.Now().UnixNano())}, nil
+	return &redisTarget{rdb: rdb}, nil
 }
 
 func (t *redisTarget) acquire(ctx context.Context, owner string, keys []string) (bool, error) {
 	if len(keys) == 1 {
-		return t.rdb.SetNX(ctx, t.prefix+keys[0], owner, lockTTL).Result()
+		return t.rdb.SetNX(ctx, keys[0], owner, lockTTL).Result()
 	}
-	n, err := redisAcquireMany.Run(ctx, t.rdb, t.keys(keys), owner, lockTTL.Milliseconds()).Int()
+	n, err := redisAcquireMany.Run(ctx, t.rdb, keys, owner, lockTTL.Milliseconds()).Int()
 	return n == 1, err
 }
 
 func (t *redisTarget) release(ctx context.Context, owner string, keys []string) error {
-	return redisRelease.Run(ctx, t.rdb, t.keys(keys), owner).Err()
+	return redisRelease.Run(ctx, t.rdb, keys, owner).Err()
 }
 
 func (t *redisTarget) close() error { return t.rdb.Close() }

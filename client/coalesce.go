@@ -46,10 +46,7 @@ func (b *batch) add(op Op, encode func([]byte) []byte, done chan Result) {
 	} else {
 		b.body = append(b.body, ',')
 	}
-	b.body = append(b.body, `{"op":"`...)
-	b.body = append(b.body, op.name...) // a name of ours: nothing to escape
-	b.body = append(b.body, `","body":`...)
-	b.body = append(encode(b.body), '}')
+	b.body = appendEnvelope(b.body, op.name, encode)
 	if keys := op.echo.keys; len(keys) > 0 {
 		n := len(b.keys)
 		b.keys = append(b.keys, keys...)

@@ -151,9 +151,19 @@ func appendDuration(b []byte, d holdfast.Duration) []byte {
 
 // appendOp writes one operation of a batch.
 func appendOp(b []byte, o Op) ([]byte, error) {
-	b = append(b, `{"op":`...)
-	b = jsonwire.AppendString(b, o.name)
-	b = append(b, `,"body":`...)
-	b, err := appendBody(b, o.body)
-	return append(b, '}'), err
+	var err error
+	b = appendEnvelope(b, o.name, func(b []byte) []byte {
+		b, err = appendBody(b, o.body)
+		return b
+	})
+	return b, err
+}
+
+// appendEnvelope writes one operation of a batch named name, whose body
+// encode appends.
+func appendEnvelope(b []byte, name string, encode func([]byte) []byte) []byte {
+	b = append(b, `{"op":"`...)
+	b = append(b, name...) // a name of ours: nothing to escape
+	b = append(b, `","body":`...)
+	return append(encode(b), '}')
 }

@@ -83,6 +83,7 @@ func (o *op) acquire(req AcquireRequest, res *AcquireResult) error {
 		dead      []deadLock
 		holders   []Lock
 	)
+	o.audit = slices.Grow(o.audit, len(wants)) // an entry per grant
 	for i := range wants {
 		w := &wants[i]
 		related, err := o.relatedLocks(w.key)
@@ -172,14 +173,11 @@ func (o *op) acquire(req AcquireRequest, res *AcquireResult) error {
 // sorts them into canonical order, with the mode each key takes, in a
 // buffer o keeps.
 func (o *op) resolveWanted(req AcquireRequest) ([]wanted, error) {
-	wants := o.wants[:0]
-	for i, k := range req.Keys {
+	wants := slices.Grow(o.wants[:0], len(req.Keys))
+	for _, k := range req.Keys {
 		key, err := o.resolve("keys", k)
 		if err != nil {
 			return nil, err
-		}
-		if i > 0 && slices.ContainsFunc(wants, func(w wanted) bool { return w.key == key }) {
-			continue
 		}
 		w := wanted{key: key, requested: k, policy: o.m.cfg.policy(key), lock: true}
 		switch {
@@ -192,7 +190,10 @@ func (o *op) resolveWanted(req AcquireRequest) ([]wanted, error) {
 		}
 		wants = append(wants, w)
 	}
-	slices.SortFunc(wants, func(a, b wanted) int { return cmp.Compare(a.key, b.key) })
+	// Stable, so that of two keys resolving alike the first requested is
+	// kept: no quadratic search on the way for a request of many keys.
+	slices.SortStableFunc(wants, func(a, b wanted) int { return cmp.Compare(a.key, b.key) })
+	wants = slices.CompactFunc(wants, func(a, b wanted) bool { return a.key == b.key })
 	o.wants = wants
 	return wants, nil
 }

@@ -42,6 +42,10 @@ func (r *releaseOp) run(o *op) error {
 		return err
 	}
 	held := make([]store.Lock, 0, 2) // on the stack for one or two keys
+	if n := len(req.Keys); n > 2 {
+		held = make([]store.Lock, 0, n)
+		o.audit = slices.Grow(o.audit, n) // an entry per release
+	}
 	for _, k := range req.Keys {
 		key, err := o.resolve("keys", k)
 		if err != nil {

@@ -55,9 +55,11 @@ func (r reader) sessionPivot(session, key string) *lockRec {
 	return r.pivot
 }
 
-// expiryItem orders locks by (ExpiresAt, key, session). It is two words,
-// not a copy of the fields, because every lock has one; ties, rare but for
-// the keys of one request, compare through the record.
+// expiryItem orders locks by (ExpiresAt, token, key, session). It is two
+// words, not a copy of the fields, because every lock has one; ties, rare
+// but for the keys of one request, compare through the record, by token
+// first: the keys of one request differ in it, and often share a long
+// prefix.
 type expiryItem struct {
 	at  int64 // expiresNanos
 	rec *lockRec
@@ -80,6 +82,9 @@ func lessExpiry(x, y expiryItem) bool {
 	}
 	if c := compareExpiry(x.rec, y.rec); c != 0 {
 		return c < 0
+	}
+	if x.rec.token != y.rec.token {
+		return x.rec.token < y.rec.token
 	}
 	return lessKey(keyItem{x.rec.key, x.rec}, keyItem{y.rec.key, y.rec})
 }
@@ -193,6 +198,10 @@ func lessLostAt(x, y lostAtItem) bool {
 	}
 	if c := cmp.Compare(x.rec.atNS, y.rec.atNS); c != 0 {
 		return c < 0
+	}
+	if x.rec.lock.token != y.rec.lock.token {
+		// The records one request makes differ in it, not in their time.
+		return x.rec.lock.token < y.rec.lock.token
 	}
 	return lessLost(lostItemOf(x.rec), lostItemOf(y.rec))
 }

@@ -29,7 +29,7 @@ type tx struct {
 	losts    []store.Lost
 	sessions []store.Session
 	firsts   []undo
-	seen     map[undo]int
+	seen     map[recordID]int
 	strict   map[string]bool
 }
 
@@ -48,6 +48,14 @@ type undo struct {
 	prev, next any    // *lockRec, *sessRec, string (root), *lostRec, *store.AuditEntry
 	// lazy marks a session write by TouchSession.
 	lazy bool
+}
+
+// recordID names the record an undo entry is about: a key of records'
+// map that hashes only the identity, not the records.
+type recordID struct {
+	kind Kind
+	a, b string
+	n    uint64
 }
 
 // undoCap bounds the undo log a transaction keeps between transactions, so
@@ -193,10 +201,10 @@ func (t *tx) records() []undo {
 	firsts := t.firsts[:0]
 	useMap := len(t.undo) > 8 // past that, a linear search costs more
 	if useMap && t.seen == nil {
-		t.seen = make(map[undo]int, len(t.undo))
+		t.seen = make(map[recordID]int, len(t.undo))
 	}
 	for _, u := range t.undo {
-		id := undo{kind: u.kind, a: u.a, b: u.b, n: u.n}
+		id := recordID{kind: u.kind, a: u.a, b: u.b, n: u.n}
 		j, dup := -1, false
 		if useMap {
 			if j, dup = t.seen[id]; !dup {

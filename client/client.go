@@ -48,10 +48,11 @@ type Config struct {
 	// concurrently travel together in one POST /v1/batch, which the server
 	// commits at once. A call leaves at once when the client has fewer
 	// than two batches on their way; otherwise it joins the next batch,
-	// which leaves when one comes back, when it is full, or after Coalesce
+	// which leaves when one comes back, when it is full, after Coalesce
 	// (a millisecond or less serves well) while fewer than four are on
-	// their way. Results and errors are those of the single calls. Zero
-	// sends each call on its own.
+	// their way, or after a second in any case, so that batches that hang
+	// do not hold up the calls after them. Results and errors are those of
+	// the single calls. Zero sends each call on its own.
 	Coalesce time.Duration
 	// MaxBatch bounds the operations of one coalesced batch; default, and
 	// at most, 1000.

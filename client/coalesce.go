@@ -12,8 +12,9 @@ import (
 // POST /v1/batch requests, as a group commit does: while fewer than
 // maxInFlight batches are on their way an operation leaves at once, so a
 // lone caller waits for nobody; otherwise it joins the next batch, which
-// leaves when a batch comes back, when it is full, or after linger while
-// fewer than maxLingerInFlight are on their way. The server runs a batch
+// leaves when a batch comes back, when it is full, after linger while
+// fewer than maxLingerInFlight are on their way, or after maxGather in
+// any case. The server runs a batch
 // in one durable commit, so many callers share one request and one fsync.
 type coalescer struct {
 	c      *Client
@@ -32,6 +33,7 @@ type coalescer struct {
 // wait on. Batches are reused, buffers and all: a coalesced call then
 // allocates little beyond its result.
 type batch struct {
+	since   time.Time // when its first operation came
 	body    []byte
 	ops     []Op
 	keys    []string      // the ops' keys, copied: a caller may reuse its slice once it stops waiting
@@ -42,6 +44,7 @@ type batch struct {
 // add writes op, whose body encode appends, into the batch.
 func (b *batch) add(op Op, encode func([]byte) []byte, done chan Result) {
 	if len(b.ops) == 0 {
+		b.since = time.Now()
 		b.body = append(b.body[:0], batchStart...)
 	} else {
 		b.body = append(b.body, ',')
@@ -65,6 +68,15 @@ const maxInFlight = 2
 // every linger, ever smaller, each paying its request and commit: the
 // slower the server, the more work it was given.
 const maxLingerInFlight = 2 * maxInFlight
+
+// maxGather bounds how long an operation waits for a batch to come back
+// before its own leaves regardless: batches that hang (a server that
+// stopped answering, a connection dropped without a word, which TCP
+// keepalive notices only after minutes) must not hold up the callers that
+// come after them, whose single calls would have gone on a connection of
+// their own. A server that answers at all answers far sooner; one slower
+// than this is sent one more batch a second.
+const maxGather = time.Second
 
 // maxFree bounds the batches kept for reuse; more than one per batch in
 // flight and the one gathering would never serve.
@@ -129,15 +141,21 @@ func (k *coalescer) newBatchLocked() *batch {
 }
 
 // lingerOver sends what has waited for a batch to come back long enough,
-// unless enough are on their way; the next to come back sends it then. A
-// run that comes late, after the batch left another way, at worst sends
-// the next one early.
+// unless enough are on their way: the next to come back sends it then, or
+// this again once it has waited maxGather. A run that comes late, after
+// the batch left another way, at worst sends the next one early.
 func (k *coalescer) lingerOver() {
 	k.mu.Lock()
 	k.armed = false
 	var b *batch
-	if k.next != nil && k.inFlight < maxLingerInFlight {
-		b = k.takeLocked()
+	if k.next != nil {
+		waited := time.Since(k.next.since)
+		if k.inFlight < maxLingerInFlight || waited >= maxGather {
+			b = k.takeLocked()
+		} else {
+			k.armed = true
+			k.timer.Reset(maxGather - waited)
+		}
 	}
 	k.mu.Unlock()
 	if b != nil {

@@ -205,6 +205,34 @@ func TestCoalescedLingerKeepsFourInFlight(t *testing.T) {
 	wg.Wait()
 }
 
+// Batches that hang do not hold up the calls after them for longer than
+// a second: the fifth batch leaves although four are on their way.
+func TestCoalescedCallsDoNotWaitForeverOnHungBatches(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	tr := &countingTransport{paths: map[string]int{}, gate: make(chan struct{}), arrived: make(chan struct{}, 5)}
+	c, _ := coalescingClientVia(t, e, time.Millisecond, 0, tr)
+	var wg sync.WaitGroup
+	for i := range 5 {
+		wg.Go(func() {
+			o := holdfast.Owner{Session: fmt.Sprintf("s-%d", i)}
+			if _, err := c.Acquire(context.Background(), holdfast.AcquireRequest{Keys: []string{fmt.Sprintf("policy/%d", i)}, Owner: o}); err != nil {
+				t.Errorf("acquire %d: %v", i, err)
+			}
+		})
+		if i < 4 {
+			<-tr.arrived
+		}
+	}
+	select {
+	case <-tr.arrived:
+	case <-time.After(time.Minute):
+		t.Error("the fifth batch waited a minute for four that hang")
+	}
+	close(tr.gate)
+	wg.Wait()
+}
+
 // A server may refuse a batch before it has read the body, while the
 // transport is still sending it; the next batch must not be written into
 // that buffer (the race detector tells).

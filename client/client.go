@@ -77,12 +77,18 @@ var defaultHTTPClient = sync.OnceValue(func() *http.Client {
 
 // Client calls a holdfast server. It is safe for concurrent use.
 type Client struct {
-	base      *url.URL
-	token     string
-	http      *http.Client
-	userAgent string
-	coalesce  *coalescer // nil unless Config.Coalesce is set
+	base     *url.URL
+	urls     sync.Map // path → base URL joined with it, for the request line
+	http     *http.Client
+	coalesce *coalescer // nil unless Config.Coalesce is set
+	// The values of the headers every request carries, set into its
+	// header as they are: Header.Set would copy and canonicalize each
+	// for every request. Nothing writes into them once a request is made.
+	userAgent, authorization []string
 }
+
+// jsonValue is the value of Content-Type and Accept.
+var jsonValue = []string{"application/json"}
 
 var _ holdfast.Service = (*Client)(nil)
 
@@ -108,12 +114,15 @@ func New(cfg Config) (*Client, error) {
 	if base.RawQuery != "" || base.Fragment != "" {
 		return nil, fmt.Errorf("client: BaseURL %q must not have a query or fragment", cfg.BaseURL)
 	}
-	c := &Client{base: base, token: cfg.Token, http: cfg.HTTPClient, userAgent: cfg.UserAgent}
+	c := &Client{base: base, http: cfg.HTTPClient, userAgent: []string{cfg.UserAgent}}
 	if c.http == nil {
 		c.http = defaultHTTPClient()
 	}
-	if c.userAgent == "" {
-		c.userAgent = "holdfast-go-client"
+	if cfg.UserAgent == "" {
+		c.userAgent[0] = "holdfast-go-client"
+	}
+	if cfg.Token != "" {
+		c.authorization = []string{"Bearer " + cfg.Token}
 	}
 	if cfg.Coalesce > 0 {
 		c.coalesce = newCoalescer(c, cfg.Coalesce, cfg.MaxBatch)
@@ -124,25 +133,38 @@ func New(cfg Config) (*Client, error) {
 // newRequest builds a request for path (relative to the base URL) with an
 // encoded JSON body, or none when body is nil.
 func (c *Client) newRequest(ctx context.Context, method, path string, query url.Values, body []byte) (*http.Request, error) {
-	u := c.base.JoinPath(path)
-	u.RawQuery = query.Encode()
+	u := c.url(path)
+	if q := query.Encode(); q != "" {
+		u += "?" + q
+	}
 	var r io.Reader
 	if body != nil {
 		r = bytes.NewReader(body)
 	}
-	req, err := http.NewRequestWithContext(ctx, method, u.String(), r)
+	req, err := http.NewRequestWithContext(ctx, method, u, r)
 	if err != nil {
 		return nil, fmt.Errorf("%s %s: %w", method, path, err)
 	}
 	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
+		req.Header["Content-Type"] = jsonValue
 	}
-	req.Header.Set("Accept", "application/json")
-	req.Header.Set("User-Agent", c.userAgent)
-	if c.token != "" {
-		req.Header.Set("Authorization", "Bearer "+c.token)
+	req.Header["Accept"] = jsonValue
+	req.Header["User-Agent"] = c.userAgent
+	if c.authorization != nil {
+		req.Header["Authorization"] = c.authorization
 	}
 	return req, nil
+}
+
+// url is the base URL joined with path, joined once for each of the
+// API's few paths.
+func (c *Client) url(path string) string {
+	if u, ok := c.urls.Load(path); ok {
+		return u.(string)
+	}
+	u := c.base.JoinPath(path).String()
+	c.urls.Store(path, u)
+	return u
 }
 
 // roundTrip sends one request and hands the body of a 200 answer to
@@ -221,7 +243,8 @@ func (c *Client) do(ctx context.Context, method, path string, query url.Values, 
 }
 
 func (c *Client) post(ctx context.Context, path string, in, out any) error {
-	body, err := appendBody(nil, in)
+	// Room for a typical body, which would otherwise grow four times.
+	body, err := appendBody(make([]byte, 0, 256), in)
 	if err != nil {
 		return fmt.Errorf("encoding %s request: %w", path, err)
 	}

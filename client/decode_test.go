@@ -36,6 +36,7 @@ type cannedServer struct {
 
 type seenRequest struct {
 	method, path, query, auth, contentType, lastEventID string
+	accept, userAgent                                   string
 	body                                                map[string]any
 }
 
@@ -45,7 +46,7 @@ func newCannedServer(t *testing.T, status int, header http.Header, body string) 
 	s.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		seen := seenRequest{method: r.Method, path: r.URL.Path, query: r.URL.RawQuery,
 			auth: r.Header.Get("Authorization"), contentType: r.Header.Get("Content-Type"),
-			lastEventID: r.Header.Get("Last-Event-ID")}
+			lastEventID: r.Header.Get("Last-Event-ID"), accept: r.Header.Get("Accept"), userAgent: r.Header.Get("User-Agent")}
 		if b, _ := io.ReadAll(r.Body); len(b) > 0 {
 			if err := json.Unmarshal(b, &seen.body); err != nil {
 				t.Errorf("request body is not JSON: %v: %s", err, b)
@@ -302,8 +303,10 @@ func TestRequestShape(t *testing.T) {
 	if seen.method != "POST" || seen.path != "/proxy/holdfast/v1/locks/acquire" {
 		t.Errorf("request = %s %s", seen.method, seen.path)
 	}
-	if seen.auth != "Bearer sekret" || seen.contentType != "application/json" {
-		t.Errorf("Authorization = %q, Content-Type = %q", seen.auth, seen.contentType)
+	if seen.auth != "Bearer sekret" || seen.contentType != "application/json" || seen.accept != "application/json" ||
+		seen.userAgent != "holdfast-go-client" {
+		t.Errorf("Authorization = %q, Content-Type = %q, Accept = %q, User-Agent = %q",
+			seen.auth, seen.contentType, seen.accept, seen.userAgent)
 	}
 	want := map[string]any{
 		"keys": []any{"policy/12345"}, "mode": "shared",
@@ -325,6 +328,9 @@ func TestQueryShape(t *testing.T) {
 		t.Fatal(err)
 	}
 	seen := <-srv.last
+	if seen.auth != "" || seen.contentType != "" || seen.userAgent != "holdfast-go-client" {
+		t.Errorf("Authorization = %q, Content-Type = %q, User-Agent = %q", seen.auth, seen.contentType, seen.userAgent)
+	}
 	if seen.method != "GET" || seen.path != "/v1/admin/audit" ||
 		seen.query != "after=99&key=policy%2F12345&limit=10&since=2026-11-30T10%3A00%3A00Z&user=u-7" {
 		t.Errorf("request = %s %s?%s", seen.method, seen.path, seen.query)

@@ -125,3 +125,38 @@ func checkTimeUnmarshal(t *testing.T, b []byte) {
 		t.Fatalf("%q: %v, want %v", b, time.Time(got), want)
 	}
 }
+
+// Time's hand-written digits are what AppendFormat writes with timeLayout.
+func TestTimeJSONMatchesAppendFormat(t *testing.T) {
+	for _, at := range []time.Time{
+		time.Date(2026, 11, 30, 9, 5, 1, 123456789, time.FixedZone("x", 3600)),
+		time.Date(1999, 12, 31, 23, 59, 59, 999999999, time.UTC),
+		time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC),
+		time.Date(0, 1, 1, 0, 0, 0, 1e6, time.UTC),
+		time.Date(9999, 12, 31, 23, 59, 59, 999e6, time.UTC),
+		time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC),
+		time.Date(-1, 6, 15, 12, 0, 0, 0, time.UTC),
+		time.Date(1, 1, 1, 0, 0, 0, 0, time.FixedZone("y", -7200)), // year 0 in UTC
+		time.Unix(0, 0),
+	} {
+		checkTimeJSON(t, at)
+	}
+}
+
+func FuzzTimeJSON(f *testing.F) {
+	f.Add(int64(1764493501123), int64(456789), 3600)
+	f.Fuzz(func(t *testing.T, ms, ns int64, offset int) {
+		checkTimeJSON(t, time.UnixMilli(ms).Add(time.Duration(ns)).In(time.FixedZone("z", offset%86400)))
+	})
+}
+
+func checkTimeJSON(t *testing.T, at time.Time) {
+	t.Helper()
+	want := "null"
+	if !at.IsZero() {
+		want = `"` + at.UTC().Format(timeLayout) + `"`
+	}
+	if got := string(Time(at).appendJSON([]byte("x"))); got != "x"+want {
+		t.Errorf("%v: got %s, want x%s", at, got, want)
+	}
+}

@@ -56,7 +56,23 @@ func newQueries(schema string) queries {
 		// (a function scan yields the array's elements in order) without
 		// a call of plpgsql per lock. The comment names it in
 		// pg_stat_activity.
-		takeLocksInOrder: `/* ` + s + `.take_locks */ SELECT count(CASE WHEN x THEN pg_advisory_xact_lock(id) ELSE pg_advisory_xact_lock_shared(id) END)
+		//
+		// In a write transaction's first round trip (which always takes a
+		// lock: the aggregates lock at least) it also sets the planner for
+		// the rest of the transaction (set_config(…, true) is SET LOCAL):
+		// every statement of the store looks rows up by key, so an index
+		// scan is always right for it, and a connection keeps the generic
+		// plan it makes first. Made while the tables were small or not yet
+		// analyzed (a new schema, autovacuum off), that plan would scan the
+		// whole table, dead rows and all, on every call ever after. Plain
+		// index scans, not bitmap scans: they mark the dead index entries
+		// they pass, so later scans skip them. Generic plans always: with
+		// those scans the planner would otherwise judge a generic plan
+		// dearer than a custom one and plan some statements anew on every
+		// call.
+		takeLocksInOrder: `/* ` + s + `.take_locks */ SELECT count(CASE WHEN x THEN pg_advisory_xact_lock(id) ELSE pg_advisory_xact_lock_shared(id) END),
+				set_config('enable_seqscan', 'off', true), set_config('enable_bitmapscan', 'off', true),
+				set_config('plan_cache_mode', 'force_generic_plan', true)
 			FROM unnest($1::bigint[], $2::boolean[]) AS l (id, x)`,
 		// $1 tokens and $2 audit ids; startDraw also reads a write
 		// transaction's clock, whether any aggregate is mapped and the

@@ -1,0 +1,135 @@
+package pgstore_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/holdfast/holdfast"
+	"github.com/holdfast/holdfast/internal/pgtest"
+)
+
+// The plans a connection keeps for the store's statements look rows up by
+// index even when they were made on a new, empty schema: a generic plan
+// made then and kept would otherwise scan the whole table, dead rows and
+// all, on every later call.
+func TestPlansUseIndexesOnANewSchema(t *testing.T) {
+	t.Parallel()
+	schema := newSchema(t, testPool(t))
+	cfg, err := pgxpool.ParseConfig(pgtest.SharedDSN(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.MaxConns = 1 // the statements' plans are the connection's
+	pool, err := pgxpool.NewWithConfig(t.Context(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	m, err := holdfast.New(hinted{Store: open(t, pool, schema, nil)}, holdfast.Config{SweepInterval: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+
+	ctx := t.Context()
+	keys, o := []string{"order/1"}, holdfast.Owner{Session: "s-1", User: "u-1"}
+	acquire := func(ctx context.Context) error {
+		_, err := m.Acquire(ctx, holdfast.AcquireRequest{Keys: keys, Owner: o})
+		return err
+	}
+	release := func(ctx context.Context) error {
+		_, err := m.Release(ctx, holdfast.ReleaseRequest{Session: o.Session, Keys: keys})
+		return err
+	}
+	// Alone, and in batches that Prepare reads ahead for.
+	batch := func(op func(context.Context) error) error {
+		var failed error
+		err := m.Batch(withHint(ctx, keys, []string{o.Session}), func(ctx context.Context) { failed = op(ctx) })
+		return errors.Join(err, failed)
+	}
+	for range 20 { // past the custom plans PostgreSQL tries first
+		for _, err := range []error{acquire(ctx), release(ctx), batch(acquire), batch(release)} {
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+
+	// On the same connection: explain each of the store's statements that
+	// has a generic plan, as that plan stands (force_generic_plan reuses
+	// it rather than planning anew).
+	conn, err := pool.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Release()
+	if _, err := conn.Exec(ctx, `SET plan_cache_mode = force_generic_plan`); err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Exec(ctx, `RESET plan_cache_mode`)
+	rows, err := conn.Query(ctx, `SELECT name, statement, cardinality(parameter_types) FROM pg_prepared_statements
+		WHERE generic_plans > 0 AND statement LIKE '%"' || $1 || '".%'`, schema)
+	if err != nil {
+		t.Fatal(err)
+	}
+	type stmt struct {
+		name, sql string
+		params    int
+	}
+	var stmts []stmt
+	for rows.Next() {
+		var s stmt
+		if err := rows.Scan(&s.name, &s.sql, &s.params); err != nil {
+			t.Fatal(err)
+		}
+		stmts = append(stmts, s)
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	checked := map[string]bool{}
+	for _, s := range stmts {
+		args := strings.TrimSuffix(strings.Repeat("NULL, ", s.params), ", ")
+		explain := `EXPLAIN EXECUTE ` + s.name
+		if s.params > 0 {
+			explain += `(` + args + `)`
+		}
+		var plan strings.Builder
+		rows, err := conn.Query(ctx, explain)
+		if err != nil {
+			t.Fatalf("%s: %v", s.sql, err)
+		}
+		for rows.Next() {
+			var line string
+			if err := rows.Scan(&line); err != nil {
+				t.Fatal(err)
+			}
+			fmt.Fprintln(&plan, line)
+		}
+		if err := rows.Err(); err != nil {
+			t.Fatal(err)
+		}
+		for _, scan := range []string{"Seq Scan on", "Bitmap Heap Scan on"} {
+			if strings.Contains(plan.String(), scan) {
+				t.Errorf("the generic plan of\n%s\nscans %q:\n%s", s.sql, scan, plan.String())
+			}
+		}
+		for what, part := range map[string]string{
+			"lost read": ".lost WHERE session = ANY", "lock deletion": "locks_deleted AS", "lost write": "lost_older AS",
+		} {
+			if strings.Contains(s.sql, part) {
+				checked[what] = true
+			}
+		}
+	}
+	for _, what := range []string{"lost read", "lock deletion", "lost write"} {
+		if !checked[what] {
+			t.Errorf("no generic plan of the %s to check among %d statements", what, len(stmts))
+		}
+	}
+}

@@ -72,3 +72,42 @@ func waitWritten(s *Store) {
 		time.Sleep(time.Millisecond)
 	}
 }
+
+// Heartbeats wait for a sync for at most tuning.lazyDelay: once the first
+// unsynced one is that old, the next group of touches is synced itself,
+// so a crash of the machine cannot take back minutes of them.
+func TestLazyGroupsAreSyncedAfterTheDelay(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	tune := defaultTuning
+	tune.lazyDelay = 50 * time.Millisecond
+	s := openTuned(t, t.TempDir(), tune)
+	defer s.Close()
+	sess := store.Session{ID: "s", LastSeen: embeddedtest.AuditT0}
+	if err := s.Update(ctx, func(tx store.Tx) error { return tx.PutSession(sess) }); err != nil {
+		t.Fatal(err)
+	}
+	// touch writes a group of one touch and reports whether the syncer
+	// chose to sync it.
+	touch := func() (synced bool) {
+		t.Helper()
+		sess.LastSeen = sess.LastSeen.Add(time.Second)
+		if err := s.Update(ctx, func(tx store.Tx) error { return tx.(store.Toucher).TouchSession(sess) }); err != nil {
+			t.Fatal(err)
+		}
+		waitWritten(s)
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		return !s.unsynced
+	}
+	if touch() || touch() {
+		t.Fatal("a touch within the delay was synced")
+	}
+	time.Sleep(tune.lazyDelay)
+	if !touch() {
+		t.Fatalf("a touch written %v after the first unsynced one was not synced", tune.lazyDelay)
+	}
+	if touch() {
+		t.Fatal("the touch straight after a sync was synced too")
+	}
+}

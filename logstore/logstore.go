@@ -10,7 +10,8 @@
 // started as soon as there is a group to write, so that commits do not wait
 // for an earlier group's fdatasync before theirs can start. There is no
 // timer: a lone caller pays exactly one fsync, and a group of lazy session
-// touches only (heartbeats) none: the next fdatasync covers it. In
+// touches only (heartbeats) none unless the touches have waited a second:
+// the next fdatasync covers it. In
 // the background, once enough log has piled up, a checkpoint of the state
 // is written, so that open reads the checkpoint and the log after it, and
 // the segments before it go once their audit entries are pruned.
@@ -59,9 +60,14 @@ type tuning struct {
 	// checkpoints; at least as much as the last checkpoint's size too, so
 	// that checkpoints cost a bounded share of the writes.
 	checkpointBytes int64
+	// lazyDelay bounds how long heartbeats may wait in the page cache
+	// for a sync: a group of lazy changes only is synced all the same
+	// once the first unsynced one is this old, so a crash of the machine
+	// loses at most about this much of them.
+	lazyDelay time.Duration
 }
 
-var defaultTuning = tuning{segmentBytes: 16 << 20, checkpointBytes: 64 << 20}
+var defaultTuning = tuning{segmentBytes: 16 << 20, checkpointBytes: 64 << 20, lazyDelay: time.Second}
 
 // Store is the embedded durable store.Store.
 type Store struct {
@@ -122,6 +128,7 @@ type Store struct {
 	lastAudit       uint64            // the highest audit ID written
 	sinceCheckpoint int64             // bytes written since the last checkpoint began
 	unsynced        bool              // the last group written was lazy: Close syncs it
+	lazySince       time.Time         // when the first lazy group not yet synced was written
 	// syncFiles are the active segment opened once for each syncer: a
 	// write error is reported to every open file, where two fdatasyncs
 	// through one could see it only once, and the other succeed for a
@@ -342,9 +349,10 @@ func (s *Store) View(ctx context.Context, fn func(store.ReadTx) error) error {
 // store.Toucher) is written with the filling group but waits only for the
 // last group that holds a change that is not: that is the state it read.
 // A group of lazy changes only is written without an fdatasync of its
-// own: the next group's makes it durable, or Close's. Heartbeats then
-// cost no fsync; a crash of the machine (not of the process: the page
-// cache holds the write) can lose the touches since the last fdatasync,
+// own: the next group's makes it durable, or Close's, or its own once
+// the oldest unsynced one is tuning.lazyDelay old. Heartbeats then cost no
+// fsync of their own; a crash of the machine (not of the process: the
+// page cache holds the write) can lose the touches of about that delay,
 // which store.Toucher allows.
 func (s *Store) enqueue(changes []memdb.Change, pruned uint64) *group {
 	s.mu.Lock()
@@ -456,20 +464,30 @@ func (s *Store) commitFilling(i int) bool {
 		s.writeMu.Unlock()
 		return false
 	}
-	if g.strict {
+	syncNow := g.strict
+	if !syncNow {
+		now := time.Now()
+		if s.lazySince.IsZero() {
+			s.lazySince = now
+		}
+		syncNow = now.Sub(s.lazySince) >= s.tune.lazyDelay
+	}
+	if syncNow {
+		// The sync begins after every group written so far.
+		s.lazySince = time.Time{}
 		s.written = append(s.written, g)
 	} else {
 		// No one waits for it, and the next fdatasync covers it.
 		close(g.durable)
 	}
-	s.unsynced = !g.strict
+	s.unsynced = !syncNow
 	if cap(g.buf) <= maxSpare {
 		s.spare = g.buf
 	}
 	g.buf = nil
 	s.mu.Unlock()
 	s.maybeCheckpoint()
-	if !g.strict {
+	if !syncNow {
 		s.writeMu.Unlock()
 		return true
 	}

@@ -17,7 +17,9 @@ func TestLazyGroupsAreNotSynced(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	ctx := context.Background()
-	s := openTuned(t, dir, defaultTuning)
+	tune := defaultTuning
+	tune.lazyDelay = time.Hour // however slowly the touches go
+	s := openTuned(t, dir, tune)
 	var syncs atomic.Int32
 	s.syncFile = func(f *os.File) error {
 		syncs.Add(1)
@@ -79,8 +81,10 @@ func waitWritten(s *Store) {
 func TestLazyGroupsAreSyncedAfterTheDelay(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
+	var clock atomic.Int64 // nanoseconds after AuditT0
 	tune := defaultTuning
-	tune.lazyDelay = 50 * time.Millisecond
+	tune.lazyDelay = time.Hour // the timer never fires: the clock decides
+	tune.now = func() time.Time { return embeddedtest.AuditT0.Add(time.Duration(clock.Load())) }
 	s := openTuned(t, t.TempDir(), tune)
 	defer s.Close()
 	sess := store.Session{ID: "s", LastSeen: embeddedtest.AuditT0}
@@ -100,14 +104,53 @@ func TestLazyGroupsAreSyncedAfterTheDelay(t *testing.T) {
 		defer s.mu.Unlock()
 		return !s.unsynced
 	}
-	if touch() || touch() {
+	if touch() {
+		t.Fatal("a touch was synced")
+	}
+	clock.Add(int64(tune.lazyDelay - 1))
+	if touch() {
 		t.Fatal("a touch within the delay was synced")
 	}
-	time.Sleep(tune.lazyDelay)
+	clock.Add(1)
 	if !touch() {
 		t.Fatalf("a touch written %v after the first unsynced one was not synced", tune.lazyDelay)
 	}
 	if touch() {
 		t.Fatal("the touch straight after a sync was synced too")
+	}
+}
+
+// A touch with nothing written after it is synced by the timer once it is
+// lazyDelay old, not left in the page cache until the next write.
+func TestALoneTouchIsSyncedAfterTheDelay(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	tune := defaultTuning
+	tune.lazyDelay = 10 * time.Millisecond
+	s := openTuned(t, t.TempDir(), tune)
+	defer s.Close()
+	var syncs atomic.Int32
+	s.syncFile = func(f *os.File) error {
+		syncs.Add(1)
+		return fdatasync(f)
+	}
+	sess := store.Session{ID: "s", LastSeen: embeddedtest.AuditT0}
+	if err := s.Update(ctx, func(tx store.Tx) error { return tx.PutSession(sess) }); err != nil {
+		t.Fatal(err)
+	}
+	sess.LastSeen = sess.LastSeen.Add(time.Second)
+	if err := s.Update(ctx, func(tx store.Tx) error { return tx.(store.Toucher).TouchSession(sess) }); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(10 * time.Second); syncs.Load() < 2; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("a lone touch was not synced 10s after it was written (%d fdatasyncs)", syncs.Load())
+		}
+	}
+	s.mu.Lock()
+	unsynced := s.unsynced
+	s.mu.Unlock()
+	if unsynced {
+		t.Fatal("the touch was synced but is still marked unsynced")
 	}
 }

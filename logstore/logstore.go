@@ -62,9 +62,12 @@ type tuning struct {
 	checkpointBytes int64
 	// lazyDelay bounds how long heartbeats may wait in the page cache
 	// for a sync: a group of lazy changes only is synced all the same
-	// once the first unsynced one is this old, so a crash of the machine
+	// once the first unsynced one is this old, and lazyTimer syncs them
+	// when nothing is written after them, so a crash of the machine
 	// loses at most about this much of them.
 	lazyDelay time.Duration
+	// now is the clock lazyDelay is judged by; nil is time.Now.
+	now func() time.Time
 }
 
 var defaultTuning = tuning{segmentBytes: 16 << 20, checkpointBytes: 64 << 20, lazyDelay: time.Second}
@@ -127,8 +130,13 @@ type Store struct {
 	prepared        chan preparedFile // the next segment's file, once asked for
 	lastAudit       uint64            // the highest audit ID written
 	sinceCheckpoint int64             // bytes written since the last checkpoint began
-	unsynced        bool              // the last group written was lazy: Close syncs it
-	lazySince       time.Time         // when the first lazy group not yet synced was written
+	// unsynced is set when the last group written was not synced (a
+	// group of touches), and lazySince to when the first of them was;
+	// lazyTimer syncs them once they are lazyDelay old with nothing
+	// written since. Written under writeMu and mu.
+	unsynced  bool
+	lazySince time.Time
+	lazyTimer *time.Timer
 	// syncFiles are the active segment opened once for each syncer: a
 	// write error is reported to every open file, where two fdatasyncs
 	// through one could see it only once, and the other succeed for a
@@ -198,6 +206,9 @@ func open(dir string, cfg Config, tune tuning) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("logstore: %s is in use by another process: %w", dir, err)
 	}
+	if tune.now == nil {
+		tune.now = time.Now
+	}
 	start := time.Now()
 	s := &Store{
 		mem:    memdb.New(cfg.Now, memdb.Options{}),
@@ -209,10 +220,12 @@ func open(dir string, cfg Config, tune tuning) (*Store, error) {
 			_, err := f.WriteAt(frame, off)
 			return err
 		},
-		syncFile: fdatasync,
-		wake:     make(chan struct{}, 1),
-		quit:     make(chan struct{}),
+		syncFile:  fdatasync,
+		wake:      make(chan struct{}, 1),
+		quit:      make(chan struct{}),
+		lazyTimer: time.NewTimer(time.Hour),
 	}
+	s.lazyTimer.Stop()
 	if err := s.recover(); err != nil {
 		if s.active != nil {
 			s.active.Close()
@@ -412,16 +425,42 @@ func (g *group) empty() bool {
 }
 
 // syncLoop is syncer i: it writes the filling group whenever it has work,
-// swapping in an empty one, and makes it durable. It exits once the store
-// is closed, after writing what was pending.
+// swapping in an empty one, and makes it durable, and syncs touches left
+// unsynced when lazyTimer fires. It exits once the store is closed, after
+// writing what was pending.
 func (s *Store) syncLoop(i int) {
 	for {
-		_, open := <-s.wake
-		for s.commitFilling(i) {
+		select {
+		case _, open := <-s.wake:
+			for s.commitFilling(i) {
+			}
+			if !open {
+				return
+			}
+		case <-s.lazyTimer.C:
+			s.syncTouches(i)
 		}
-		if !open {
-			return
-		}
+	}
+}
+
+// syncTouches makes the groups of touches written since the last sync
+// durable through syncer i's file, when nothing else has.
+func (s *Store) syncTouches(i int) {
+	s.writeMu.Lock()
+	s.mu.Lock()
+	if !s.unsynced || s.failed != nil || s.closed.Load() {
+		s.mu.Unlock()
+		s.writeMu.Unlock()
+		return
+	}
+	s.unsynced, s.lazySince = false, time.Time{}
+	s.mu.Unlock()
+	active, f := s.active, s.syncFiles[i]
+	s.syncing.Add(1)
+	s.writeMu.Unlock()
+	defer s.syncing.Done()
+	if err := s.syncFile(f); err != nil {
+		s.fail(err, nil, active)
 	}
 }
 
@@ -466,9 +505,10 @@ func (s *Store) commitFilling(i int) bool {
 	}
 	syncNow := g.strict
 	if !syncNow {
-		now := time.Now()
+		now := s.tune.now()
 		if s.lazySince.IsZero() {
 			s.lazySince = now
+			s.lazyTimer.Reset(s.tune.lazyDelay)
 		}
 		syncNow = now.Sub(s.lazySince) >= s.tune.lazyDelay
 	}
@@ -764,6 +804,7 @@ func (s *Store) Close() error {
 	close(s.wake)
 	close(s.quit)
 	s.stopping.Wait()
+	s.lazyTimer.Stop()
 	if s.prepared != nil {
 		if p := <-s.prepared; p.f != nil {
 			p.f.Close()

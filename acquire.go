@@ -83,7 +83,6 @@ func (o *op) acquire(req AcquireRequest, res *AcquireResult) error {
 		dead      []deadLock
 		holders   []Lock
 	)
-	o.audit = slices.Grow(o.audit, len(wants)) // an entry per grant
 	for i := range wants {
 		w := &wants[i]
 		related, err := o.relatedLocks(w.key)
@@ -131,6 +130,8 @@ func (o *op) acquire(req AcquireRequest, res *AcquireResult) error {
 			takenOver = append(takenOver, c.Holders...)
 		}
 	}
+	// An entry per grant and per lock it ends; a refusal needs none.
+	o.audit = slices.Grow(o.audit, len(wants)+len(dead)+len(takenOver))
 
 	for _, d := range dedupeDead(dead) {
 		if err := o.dropDead(d.lock, d.why); err != nil {

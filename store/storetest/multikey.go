@@ -1,6 +1,7 @@
 package storetest
 
 import (
+	"fmt"
 	"strings"
 
 	"github.com/holdfast/holdfast"
@@ -35,8 +36,24 @@ func testMultiKeySortedDeduplicated(e *env) {
 func testMultiKeyResolvedThenDeduplicated(e *env) {
 	e.setAggregate("asset/9", "lease/3")
 	res := e.acquire(holdfast.AcquireRequest{Keys: keys("asset/9", "lease/3"), Owner: owner("bob")})
-	if len(res.Locks) != 1 || res.Locks[0].Key != "lease/3" {
-		e.t.Fatalf("member and root together: %s, want one lock on lease/3", fmtLocks(res.Locks))
+	if len(res.Locks) != 1 || res.Locks[0].Key != "lease/3" || res.Locks[0].RequestedKey != "asset/9" {
+		e.t.Fatalf("member and root together: %s, want one lock on lease/3 requested as asset/9, the first name", fmtLocks(res.Locks))
+	}
+	e.release(res.Locks[0].Owner.Session, "lease/3")
+	// Among many keys too: the first name given is kept, whatever order
+	// the rest come in.
+	many := []string{"asset/9"}
+	for i := 59; i >= 0; i-- {
+		many = append(many, fmt.Sprintf("order/%02d", i))
+	}
+	res = e.acquire(holdfast.AcquireRequest{Keys: append(many, "lease/3"), Owner: owner("bob")})
+	for _, l := range res.Locks {
+		if l.Key == "lease/3" && l.RequestedKey != "asset/9" {
+			e.t.Fatalf("among 62 keys, lease/3 was requested as %s, want asset/9, the first name", l.RequestedKey)
+		}
+	}
+	if len(res.Locks) != 61 {
+		e.t.Fatalf("62 names of 61 records took %d locks", len(res.Locks))
 	}
 }
 

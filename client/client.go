@@ -50,9 +50,10 @@ type Config struct {
 	// than two batches on their way; otherwise it joins the next batch,
 	// which leaves when one comes back, when it is full, after Coalesce
 	// (a millisecond or less serves well) while fewer than four are on
-	// their way, or after a second in any case, so that batches that hang
-	// do not hold up the calls after them. Results and errors are those of
-	// the single calls. Zero sends each call on its own.
+	// their way, or once it has waited the longer of Coalesce and a second
+	// while fewer than eight are, so that batches that hang do not hold up
+	// the calls after them. Results and errors are those of the single
+	// calls. Zero sends each call on its own.
 	Coalesce time.Duration
 	// MaxBatch bounds the operations of one coalesced batch; default, and
 	// at most, 1000.

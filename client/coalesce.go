@@ -13,8 +13,8 @@ import (
 // maxInFlight batches are on their way an operation leaves at once, so a
 // lone caller waits for nobody; otherwise it joins the next batch, which
 // leaves when a batch comes back, when it is full, after linger while
-// fewer than maxLingerInFlight are on their way, or after maxGather in
-// any case. The server runs a batch
+// fewer than maxLingerInFlight are on their way, or after maxGather while
+// fewer than maxHung are. The server runs a batch
 // in one durable commit, so many callers share one request and one fsync.
 type coalescer struct {
 	c      *Client
@@ -75,8 +75,15 @@ const maxLingerInFlight = 2 * maxInFlight
 // keepalive notices only after minutes) must not hold up the callers that
 // come after them, whose single calls would have gone on a connection of
 // their own. A server that answers at all answers far sooner; one slower
-// than this is sent one more batch a second.
+// than this is sent one more batch a second, up to maxHung.
 const maxGather = time.Second
+
+// maxHung bounds the batches on their way at all. Batches are sent
+// without a deadline (each carries many callers' operations), so one that
+// a server never answers keeps its connection until TCP gives up on it:
+// past this, a gathering batch waits for one to come back, and callers
+// without a deadline of their own wait with it.
+const maxHung = 2 * maxLingerInFlight
 
 // maxFree bounds the batches kept for reuse; more than one per batch in
 // flight and the one gathering would never serve.
@@ -150,9 +157,10 @@ func (k *coalescer) lingerOver() {
 	var b *batch
 	if k.next != nil {
 		waited := time.Since(k.next.since)
-		if k.inFlight < maxLingerInFlight || waited >= maxGather {
+		switch {
+		case k.inFlight < maxLingerInFlight, waited >= maxGather && k.inFlight < maxHung:
 			b = k.takeLocked()
-		} else {
+		case waited < maxGather:
 			k.armed = true
 			k.timer.Reset(maxGather - waited)
 		}

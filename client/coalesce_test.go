@@ -206,28 +206,35 @@ func TestCoalescedLingerKeepsFourInFlight(t *testing.T) {
 }
 
 // Batches that hang do not hold up the calls after them for longer than
-// a second: the fifth batch leaves although four are on their way.
+// a second: the fifth batch leaves although four are on their way, and so
+// on up to eight; a ninth waits for one to come back, so that a server
+// that never answers is not sent a batch a second for ever.
 func TestCoalescedCallsDoNotWaitForeverOnHungBatches(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	tr := &countingTransport{paths: map[string]int{}, gate: make(chan struct{}), arrived: make(chan struct{}, 5)}
+	tr := &countingTransport{paths: map[string]int{}, gate: make(chan struct{}), arrived: make(chan struct{}, 9)}
 	c, _ := coalescingClientVia(t, e, time.Millisecond, 0, tr)
 	var wg sync.WaitGroup
-	for i := range 5 {
+	for i := range 9 {
 		wg.Go(func() {
 			o := holdfast.Owner{Session: fmt.Sprintf("s-%d", i)}
 			if _, err := c.Acquire(context.Background(), holdfast.AcquireRequest{Keys: []string{fmt.Sprintf("policy/%d", i)}, Owner: o}); err != nil {
 				t.Errorf("acquire %d: %v", i, err)
 			}
 		})
-		if i < 4 {
-			<-tr.arrived
+		if i == 8 {
+			break
+		}
+		select {
+		case <-tr.arrived:
+		case <-time.After(time.Minute):
+			t.Fatalf("batch %d waited a minute for %d that hang", i+1, i)
 		}
 	}
 	select {
 	case <-tr.arrived:
-	case <-time.After(time.Minute):
-		t.Error("the fifth batch waited a minute for four that hang")
+		t.Error("a ninth batch left while eight were on their way")
+	case <-time.After(2500 * time.Millisecond):
 	}
 	close(tr.gate)
 	wg.Wait()

@@ -84,7 +84,9 @@ type Client struct {
 	coalesce *coalescer // nil unless Config.Coalesce is set
 	// The values of the headers every request carries, set into its
 	// header as they are: Header.Set would copy and canonicalize each
-	// for every request. Nothing writes into them once a request is made.
+	// for every request. Requests share them: net/http and RoundTrippers
+	// that keep their contract never write into a request's header
+	// values, and each slice is full (len == cap), so an Add copies it.
 	userAgent, authorization []string
 }
 

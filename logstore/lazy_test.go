@@ -20,11 +20,7 @@ func TestLazyGroupsAreNotSynced(t *testing.T) {
 	tune := defaultTuning
 	tune.lazyDelay = time.Hour // however slowly the touches go
 	s := openTuned(t, dir, tune)
-	var syncs atomic.Int32
-	s.syncFile = func(f *os.File) error {
-		syncs.Add(1)
-		return fdatasync(f)
-	}
+	syncs := countSyncs(s)
 	sess := store.Session{ID: "s", LastSeen: embeddedtest.AuditT0}
 	if err := s.Update(ctx, func(tx store.Tx) error { return tx.PutSession(sess) }); err != nil {
 		t.Fatal(err)
@@ -57,6 +53,16 @@ func TestLazyGroupsAreNotSynced(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// countSyncs counts s's fdatasyncs from now on.
+func countSyncs(s *Store) *atomic.Int32 {
+	var n atomic.Int32
+	s.syncFile = func(f *os.File) error {
+		n.Add(1)
+		return fdatasync(f)
+	}
+	return &n
 }
 
 // waitWritten waits until a syncer has written the filling group and
@@ -129,11 +135,7 @@ func TestALoneTouchIsSyncedAfterTheDelay(t *testing.T) {
 	tune.lazyDelay = 10 * time.Millisecond
 	s := openTuned(t, t.TempDir(), tune)
 	defer s.Close()
-	var syncs atomic.Int32
-	s.syncFile = func(f *os.File) error {
-		syncs.Add(1)
-		return fdatasync(f)
-	}
+	syncs := countSyncs(s)
 	sess := store.Session{ID: "s", LastSeen: embeddedtest.AuditT0}
 	if err := s.Update(ctx, func(tx store.Tx) error { return tx.PutSession(sess) }); err != nil {
 		t.Fatal(err)

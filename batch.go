@@ -37,7 +37,7 @@ func (m *Manager) Batch(ctx context.Context, fn func(ctx context.Context)) error
 				t = &touched{}
 				fn(context.WithValue(ctx, batchKey{}, &batch{m: m, touched: t}))
 			}
-			if err := pr.Prepare(t.keys, t.sessions); err != nil {
+			if err := pr.Prepare(t.keys, t.sessions, t.reporting); err != nil {
 				return err
 			}
 		}

@@ -16,21 +16,26 @@ import (
 const maxGroup = 128
 
 // scope names what an operation will touch: the keys as its caller gave
-// them and the session it acts for. It is only a hint, for store.Preparer.
+// them, the session it acts for and whether it reads that session's lost
+// records. It is only a hint, for store.Preparer.
 type scope struct {
 	keys    []string
 	session string
+	reports bool
 }
 
 // touched gathers the scopes of the operations of one transaction.
 type touched struct {
-	keys, sessions []string
+	keys, sessions, reporting []string
 }
 
 func (t *touched) add(s scope) {
 	t.keys = append(t.keys, s.keys...)
 	if s.session != "" {
 		t.sessions = append(t.sessions, s.session)
+		if s.reports {
+			t.reporting = append(t.reporting, s.session)
+		}
 	}
 }
 
@@ -277,7 +282,7 @@ func (l *leader) transact(tx store.Tx) error {
 		for _, p := range l.ops {
 			t.add(p.scope)
 		}
-		if err := pr.Prepare(t.keys, t.sessions); err != nil {
+		if err := pr.Prepare(t.keys, t.sessions, t.reporting); err != nil {
 			return err
 		}
 	}

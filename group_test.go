@@ -82,7 +82,7 @@ type preparingTx struct {
 	s *tapStore
 }
 
-func (t preparingTx) Prepare(keys, sessions []string) error {
+func (t preparingTx) Prepare(keys, sessions, _ []string) error {
 	t.s.mu.Lock()
 	defer t.s.mu.Unlock()
 	t.s.prepared = append(t.s.prepared, [2][]string{slices.Clone(keys), slices.Clone(sessions)})

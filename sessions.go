@@ -20,7 +20,7 @@ func (m *Manager) Heartbeat(ctx context.Context, req HeartbeatRequest) (*Heartbe
 		return nil, invalid("idle_timeout_seconds", "idle_timeout_seconds must be greater than 0")
 	}
 	h := &heartbeatOp{req: req}
-	if err := m.apply(ctx, "heartbeat", scope{session: req.Session}, h); err != nil {
+	if err := m.apply(ctx, "heartbeat", scope{session: req.Session, reports: true}, h); err != nil {
 		return nil, err
 	}
 	return &h.res, nil

@@ -46,6 +46,10 @@ func TestPlansUseIndexesOnANewSchema(t *testing.T) {
 		_, err := m.Release(ctx, holdfast.ReleaseRequest{Session: o.Session, Keys: keys})
 		return err
 	}
+	heartbeat := func(ctx context.Context) error {
+		_, err := m.Heartbeat(ctx, holdfast.HeartbeatRequest{Session: o.Session})
+		return err
+	}
 	// Alone, and in batches that Prepare reads ahead for.
 	batch := func(op func(context.Context) error) error {
 		var failed error
@@ -53,7 +57,7 @@ func TestPlansUseIndexesOnANewSchema(t *testing.T) {
 		return errors.Join(err, failed)
 	}
 	for range 20 { // past the custom plans PostgreSQL tries first
-		for _, err := range []error{acquire(ctx), release(ctx), batch(acquire), batch(release)} {
+		for _, err := range []error{acquire(ctx), release(ctx), batch(acquire), batch(heartbeat), batch(release)} {
 			if err != nil {
 				t.Fatal(err)
 			}

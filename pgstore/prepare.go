@@ -15,22 +15,29 @@ var _ store.Preparer = (*tx)(nil)
 // store.Preparer). In one round trip it takes every advisory lock that
 // operations on keys and sessions take (one take_locks, in ascending
 // order, like any other), reads under them into the transaction's caches
-// the lock rows related to each key and the sessions' records, locks and
-// lost records, and draws a token and an audit id per key. The operations then read from the
-// caches, so that a group of them costs a constant number of round trips.
-// Called first, Prepare opens the transaction in the same round trip.
+// the lock rows related to each key, the sessions' records and locks and
+// the lost records of the reporting sessions, and draws a token and an
+// audit id per key. The operations then read from the caches, so that a
+// group of them costs a constant number of round trips. Called first,
+// Prepare opens the transaction in the same round trip.
+//
+// Lost records are read only for the sessions that report them
+// (heartbeats): acquires and releases never read them, and a statement
+// less, with its rows, is what a prepared transaction costs most of. An
+// operation that reads them unannounced (a failed verify or renew) costs
+// a round trip.
 //
 // Keys come as callers gave them, and aggregates may map them onto
 // others. Where the transaction does not know yet whether any aggregate
 // is mapped, it reads ahead for the keys as given and reads their
 // mappings too; where some are mapped, a second round trip reads ahead
 // for the keys they resolve to.
-func (t *tx) Prepare(keys, sessions []string) error {
+func (t *tx) Prepare(keys, sessions, reporting []string) error {
 	if !t.write || t.err != nil {
 		return t.err
 	}
 	if !t.begun {
-		if err := t.readAhead(keys, sessions, t.unknownAggregates(keys)); err != nil || t.noAggregates {
+		if err := t.readAhead(keys, sessions, reporting, t.unknownAggregates(keys)); err != nil || t.noAggregates {
 			return err
 		}
 	}
@@ -38,14 +45,14 @@ func (t *tx) Prepare(keys, sessions []string) error {
 	if err != nil {
 		return err
 	}
-	return t.readAhead(keys, sessions, unknownAggregates)
+	return t.readAhead(keys, sessions, reporting, unknownAggregates)
 }
 
 // readAhead takes the locks and reads the records of keys (resolved) and
-// sessions, and the mappings of unknownAggregates, in one round trip, if
-// it knows not all of them yet.
-func (t *tx) readAhead(keys, sessions, unknownAggregates []string) error {
-	var read, readSessions []string // not all known yet
+// sessions, the lost records of reporting and the mappings of
+// unknownAggregates, in one round trip, if it knows not all of them yet.
+func (t *tx) readAhead(keys, sessions, reporting, unknownAggregates []string) error {
+	var read, readSessions, readLost []string // not all known yet
 	listed := make(map[string]bool, 2*len(keys))
 	for _, k := range keys {
 		t.lockKey(k)
@@ -56,16 +63,20 @@ func (t *tx) readAhead(keys, sessions, unknownAggregates []string) error {
 	}
 	for _, id := range sessions {
 		t.lockSession(id)
-		_, known := t.sessions[id]
-		_, knownLost := t.lost[id]
-		if !known || !knownLost || !t.fullSessions[id] {
+		if _, known := t.sessions[id]; !known || !t.fullSessions[id] {
 			readSessions = append(readSessions, id)
+		}
+	}
+	for _, id := range reporting {
+		t.lockSession(id)
+		if _, known := t.lost[id]; !known && !slices.Contains(readLost, id) {
+			readLost = append(readLost, id)
 		}
 	}
 	// Drawn after the keys' locks, in the same round trip: good for their
 	// grants (see tx.tokens).
 	tokens, auditIDs := len(keys)-len(t.tokens), len(keys)-len(t.auditIDs)
-	if len(read) == 0 && len(readSessions) == 0 && len(unknownAggregates) == 0 && tokens <= 0 && auditIDs <= 0 &&
+	if len(read) == 0 && len(readSessions) == 0 && len(readLost) == 0 && len(unknownAggregates) == 0 && tokens <= 0 && auditIDs <= 0 &&
 		len(t.locks.pending) == 0 {
 		return nil
 	}
@@ -100,7 +111,9 @@ func (t *tx) readAhead(keys, sessions, unknownAggregates []string) error {
 				foundSessions, err = scanSessions(rows)
 				return err
 			})
-			b.Queue(t.s.q.sessionsLost, readSessions).Query(func(rows pgx.Rows) error {
+		}
+		if len(readLost) > 0 {
+			b.Queue(t.s.q.sessionsLost, readLost).Query(func(rows pgx.Rows) error {
 				for rows.Next() {
 					l, err := scanLost(rows)
 					if err != nil {
@@ -123,12 +136,14 @@ func (t *tx) readAhead(keys, sessions, unknownAggregates []string) error {
 	for _, k := range read {
 		t.fullTrees[k] = true
 	}
-	if t.lost == nil && len(readSessions) > 0 {
-		t.lost = make(map[string][]store.Lost, len(readSessions))
+	if t.lost == nil && len(readLost) > 0 {
+		t.lost = make(map[string][]store.Lost, len(readLost))
 	}
 	for _, id := range readSessions {
 		t.rememberSession(store.Session{}, id, false)
 		t.fullSessions[id] = true
+	}
+	for _, id := range readLost {
 		t.lost[id] = nil
 	}
 	for _, s := range foundSessions {

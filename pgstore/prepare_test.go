@@ -56,19 +56,21 @@ func (p trialPrepared) Update(ctx context.Context, fn func(store.Tx) error) erro
 	// Names the operations do not touch are only read ahead in vain.
 	keys := append(rec.keys, "prepare-noise/1", "order")
 	sessions := append(rec.sessions, "s-prepare-noise")
+	reporting := append(rec.reporting, "s-prepare-noise")
 	return p.Store.Update(ctx, func(tx store.Tx) error {
-		if err := tx.(store.Preparer).Prepare(keys, sessions); err != nil {
+		if err := tx.(store.Preparer).Prepare(keys, sessions, reporting); err != nil {
 			return err
 		}
 		return fn(tx)
 	})
 }
 
-// recorder notes the keys and sessions a transaction touches.
+// recorder notes the keys and sessions a transaction touches, and the
+// sessions whose lost records it reads.
 type recorder struct {
 	store.Tx
-	seen           map[string]bool
-	keys, sessions []string
+	seen                      map[string]bool
+	keys, sessions, reporting []string
 }
 
 func (r *recorder) key(k string) {
@@ -89,6 +91,14 @@ func (r *recorder) Lock(key, session string) (store.Lock, bool, error) {
 	r.key(key)
 	r.session(session)
 	return r.Tx.Lock(key, session)
+}
+
+func (r *recorder) Lost(session string) ([]store.Lost, error) {
+	if !r.seen["l"+session] {
+		r.seen["l"+session] = true
+		r.reporting = append(r.reporting, session)
+	}
+	return r.Tx.Lost(session)
 }
 
 func (r *recorder) Related(key string, fn func(store.Lock) bool) error {
@@ -138,10 +148,11 @@ type hinted struct {
 
 type hintKey struct{}
 
-type hint struct{ keys, sessions []string }
+type hint struct{ keys, sessions, reporting []string }
 
-func withHint(ctx context.Context, keys, sessions []string) context.Context {
-	return context.WithValue(ctx, hintKey{}, hint{keys, sessions})
+// withHint hints keys and sessions, and the lost records of reporting.
+func withHint(ctx context.Context, keys, sessions []string, reporting ...string) context.Context {
+	return context.WithValue(ctx, hintKey{}, hint{keys, sessions, reporting})
 }
 
 func (h hinted) Update(ctx context.Context, fn func(store.Tx) error) error {
@@ -150,7 +161,7 @@ func (h hinted) Update(ctx context.Context, fn func(store.Tx) error) error {
 			return fn(plainTx{tx})
 		}
 		if hi, ok := ctx.Value(hintKey{}).(hint); ok {
-			if err := tx.(store.Preparer).Prepare(hi.keys, hi.sessions); err != nil {
+			if err := tx.(store.Preparer).Prepare(hi.keys, hi.sessions, hi.reporting); err != nil {
 				return err
 			}
 		}
@@ -430,7 +441,7 @@ func TestPreparedTokensAreDrawnAfterTheirKeysLocks(t *testing.T) {
 	var once sync.Once
 	err := s.Update(t.Context(), func(tx store.Tx) error {
 		// Two tokens drawn ahead, one of them left when order/2 is locked.
-		if err := tx.(store.Preparer).Prepare([]string{"order/1", "order/3"}, []string{"s-1"}); err != nil {
+		if err := tx.(store.Preparer).Prepare([]string{"order/1", "order/3"}, []string{"s-1"}, nil); err != nil {
 			return err
 		}
 		var err error

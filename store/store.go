@@ -137,10 +137,12 @@ type Toucher interface {
 // Prepare first in a transaction that runs several operations (a batch,
 // or concurrent requests grouped into one commit), naming every key they
 // lock, release or check, as the callers gave them, and every session they
-// act for. A store whose reads cost a round trip each may then take the
-// locks those reads need and read the records in one round trip. It is
-// only a hint: the operations make the same calls as without it, may touch
-// records it did not name, and must get the same answers.
+// act for, and among those the sessions whose lost records an operation
+// reads (heartbeats, which report them). A store whose reads cost a round
+// trip each may then take the locks those reads need and read the records
+// in one round trip. It is only a hint: the operations make the same calls
+// as without it, may touch records it did not name, and must get the same
+// answers.
 type Preparer interface {
-	Prepare(keys, sessions []string) error
+	Prepare(keys, sessions, reporting []string) error
 }

@@ -156,3 +156,55 @@ func TestALoneTouchIsSyncedAfterTheDelay(t *testing.T) {
 		t.Fatal("the touch was synced but is still marked unsynced")
 	}
 }
+
+// Touches alone wait in the filling group for tuning.lazyWrite, so that
+// many go out in one write; a commit that is not lazy takes them along at
+// once, in the order they came.
+func TestTouchesWaitToBeWrittenTogether(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	tune := defaultTuning
+	tune.lazyWrite = time.Hour
+	dir := t.TempDir()
+	s := openTuned(t, dir, tune)
+	var writes atomic.Int32
+	write := s.writeFrame
+	s.writeFrame = func(f *os.File, off int64, frame []byte) error {
+		writes.Add(1)
+		return write(f, off, frame)
+	}
+	sess := store.Session{ID: "s", LastSeen: embeddedtest.AuditT0}
+	if err := s.Update(ctx, func(tx store.Tx) error { return tx.PutSession(sess) }); err != nil {
+		t.Fatal(err)
+	}
+	waitWritten(s)
+	before := writes.Load()
+	for range 5 {
+		sess.LastSeen = sess.LastSeen.Add(time.Second)
+		if err := s.Update(ctx, func(tx store.Tx) error { return tx.(store.Toucher).TouchSession(sess) }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	time.Sleep(20 * time.Millisecond) // a syncer woken by mistake would have written by now
+	if n := writes.Load() - before; n != 0 {
+		t.Fatalf("5 touches alone were written in %d writes before their delay", n)
+	}
+	if err := s.Update(ctx, func(tx store.Tx) error { return tx.PutSession(store.Session{ID: "t", LastSeen: embeddedtest.AuditT0}) }); err != nil {
+		t.Fatal(err)
+	}
+	if n := writes.Load() - before; n != 1 {
+		t.Fatalf("the touches and the next commit took %d writes, want 1", n)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s = openTuned(t, dir, tune)
+	defer s.Close()
+	s.View(ctx, func(tx store.ReadTx) error {
+		got, ok, err := tx.Session("s")
+		if err != nil || !ok || !got.LastSeen.Equal(sess.LastSeen) {
+			t.Errorf("after reopen: %+v %v %v, want last seen %v", got, ok, err, sess.LastSeen)
+		}
+		return nil
+	})
+}

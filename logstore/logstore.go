@@ -68,9 +68,17 @@ type tuning struct {
 	lazyDelay time.Duration
 	// now is the clock lazyDelay is judged by; nil is time.Now.
 	now func() time.Time
+	// lazyWrite is how long touches alone wait in the filling group to
+	// be written with others: nobody waits for them, and one write of
+	// many costs the syncer one wake-up and one pwrite, where a write of
+	// each cost one apiece. A killed process loses at most this much of
+	// them. lazyWriteBytes of them are written at once.
+	lazyWrite time.Duration
 }
 
-var defaultTuning = tuning{segmentBytes: 16 << 20, checkpointBytes: 64 << 20, lazyDelay: time.Second}
+var defaultTuning = tuning{segmentBytes: 16 << 20, checkpointBytes: 64 << 20, lazyDelay: time.Second, lazyWrite: 2 * time.Millisecond}
+
+const lazyWriteBytes = 32 << 10
 
 // Store is the embedded durable store.Store.
 type Store struct {
@@ -137,6 +145,10 @@ type Store struct {
 	unsynced  bool
 	lazySince time.Time
 	lazyTimer *time.Timer
+	// writeTimer wakes a syncer for a filling group of touches alone
+	// (tuning.lazyWrite); writeArmed, under mu, says it is set.
+	writeTimer *time.Timer
+	writeArmed bool
 	// syncFiles are the active segment opened once for each syncer: a
 	// write error is reported to every open file, where two fdatasyncs
 	// through one could see it only once, and the other succeed for a
@@ -220,12 +232,14 @@ func open(dir string, cfg Config, tune tuning) (*Store, error) {
 			_, err := f.WriteAt(frame, off)
 			return err
 		},
-		syncFile:  fdatasync,
-		wake:      make(chan struct{}, 1),
-		quit:      make(chan struct{}),
-		lazyTimer: time.NewTimer(time.Hour),
+		syncFile:   fdatasync,
+		wake:       make(chan struct{}, 1),
+		quit:       make(chan struct{}),
+		lazyTimer:  time.NewTimer(time.Hour),
+		writeTimer: time.NewTimer(time.Hour),
 	}
 	s.lazyTimer.Stop()
+	s.writeTimer.Stop()
 	if err := s.recover(); err != nil {
 		if s.active != nil {
 			s.active.Close()
@@ -361,6 +375,8 @@ func (s *Store) View(ctx context.Context, fn func(store.ReadTx) error) error {
 // A commit whose changes are all lazy (session activity, see
 // store.Toucher) is written with the filling group but waits only for the
 // last group that holds a change that is not: that is the state it read.
+// A filling group of such commits alone is written after tuning.lazyWrite
+// (or once it is lazyWriteBytes), not at once, so that many share a write.
 // A group of lazy changes only is written without an fdatasync of its
 // own: the next group's makes it durable, or Close's, or its own once
 // the oldest unsynced one is tuning.lazyDelay old. Heartbeats then cost no
@@ -401,13 +417,19 @@ func (s *Store) enqueue(changes []memdb.Change, pruned uint64) *group {
 	if pruned > 0 {
 		g.buf = appendUvarintRecord(g.buf, recPruned, pruned)
 	}
-	select {
-	case s.wake <- struct{}{}:
-	default:
-	}
 	if !lazy {
 		s.strict = g
 		g.strict = true
+	}
+	switch {
+	case g.strict || len(g.buf) >= lazyWriteBytes:
+		select {
+		case s.wake <- struct{}{}:
+		default:
+		}
+	case !s.writeArmed:
+		s.writeArmed = true
+		s.writeTimer.Reset(s.tune.lazyWrite)
 	}
 	return s.strict
 }
@@ -436,6 +458,12 @@ func (s *Store) syncLoop(i int) {
 			}
 			if !open {
 				return
+			}
+		case <-s.writeTimer.C:
+			s.mu.Lock()
+			s.writeArmed = false
+			s.mu.Unlock()
+			for s.commitFilling(i) {
 			}
 		case <-s.lazyTimer.C:
 			s.syncTouches(i)
@@ -805,6 +833,7 @@ func (s *Store) Close() error {
 	close(s.quit)
 	s.stopping.Wait()
 	s.lazyTimer.Stop()
+	s.writeTimer.Stop()
 	if s.prepared != nil {
 		if p := <-s.prepared; p.f != nil {
 			p.f.Close()

@@ -34,7 +34,7 @@ func TestLazyGroupsAreNotSynced(t *testing.T) {
 		if err := s.Update(ctx, func(tx store.Tx) error { return tx.(store.Toucher).TouchSession(sess) }); err != nil {
 			t.Fatal(err)
 		}
-		waitWritten(s) // each touch its own group
+		waitWritten(t, s) // each touch its own group
 	}
 	if n := syncs.Load(); n != 1 {
 		t.Fatalf("%d groups of touches caused %d fdatasyncs", touches, n-1)
@@ -67,8 +67,9 @@ func countSyncs(s *Store) *atomic.Int32 {
 
 // waitWritten waits until a syncer has written the filling group and
 // decided whether to sync it.
-func waitWritten(s *Store) {
-	for {
+func waitWritten(t *testing.T, s *Store) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); {
 		s.writeMu.Lock()
 		s.mu.Lock()
 		empty := s.filling.empty()
@@ -79,6 +80,7 @@ func waitWritten(s *Store) {
 		}
 		time.Sleep(time.Millisecond)
 	}
+	t.Fatal("the filling group was not written in 10s")
 }
 
 // Heartbeats wait for a sync for at most tuning.lazyDelay: once the first
@@ -105,7 +107,7 @@ func TestLazyGroupsAreSyncedAfterTheDelay(t *testing.T) {
 		if err := s.Update(ctx, func(tx store.Tx) error { return tx.(store.Toucher).TouchSession(sess) }); err != nil {
 			t.Fatal(err)
 		}
-		waitWritten(s)
+		waitWritten(t, s)
 		s.mu.Lock()
 		defer s.mu.Unlock()
 		return !s.unsynced
@@ -177,7 +179,7 @@ func TestTouchesWaitToBeWrittenTogether(t *testing.T) {
 	if err := s.Update(ctx, func(tx store.Tx) error { return tx.PutSession(sess) }); err != nil {
 		t.Fatal(err)
 	}
-	waitWritten(s)
+	waitWritten(t, s)
 	before := writes.Load()
 	for range 5 {
 		sess.LastSeen = sess.LastSeen.Add(time.Second)

@@ -8,10 +8,11 @@
 // form the next group, which is written with one write and made durable by
 // one fdatasync. Up to syncers fdatasyncs are under way at once, each
 // started as soon as there is a group to write, so that commits do not wait
-// for an earlier group's fdatasync before theirs can start. There is no
-// timer: a lone caller pays exactly one fsync, and a group of lazy session
-// touches only (heartbeats) none unless the touches have waited a second:
-// the next fdatasync covers it. In
+// for an earlier group's fdatasync before theirs can start. No timer holds
+// a commit back: a lone caller pays exactly one fsync. Lazy session touches
+// (heartbeats) alone wait for writeTimer (about 2 ms) to share a write,
+// and get no fsync of their own: the next one covers them, or lazyTimer's
+// a second later. In
 // the background, once enough log has piled up, a checkpoint of the state
 // is written, so that open reads the checkpoint and the log after it, and
 // the segments before it go once their audit entries are pruned.
@@ -447,8 +448,9 @@ func (g *group) empty() bool {
 }
 
 // syncLoop is syncer i: it writes the filling group whenever it has work,
-// swapping in an empty one, and makes it durable, and syncs touches left
-// unsynced when lazyTimer fires. It exits once the store is closed, after
+// swapping in an empty one, and makes it durable; it writes a filling
+// group of touches alone when writeTimer fires, and syncs touches left
+// unsynced when lazyTimer does. It exits once the store is closed, after
 // writing what was pending.
 func (s *Store) syncLoop(i int) {
 	for {
@@ -463,8 +465,8 @@ func (s *Store) syncLoop(i int) {
 			s.mu.Lock()
 			s.writeArmed = false
 			s.mu.Unlock()
-			for s.commitFilling(i) {
-			}
+			// Once: touches that came since armed the timer again.
+			s.commitFilling(i)
 		case <-s.lazyTimer.C:
 			s.syncTouches(i)
 		}

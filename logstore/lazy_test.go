@@ -110,7 +110,7 @@ func TestLazyGroupsAreSyncedAfterTheDelay(t *testing.T) {
 		waitWritten(t, s)
 		s.mu.Lock()
 		defer s.mu.Unlock()
-		return !s.unsynced
+		return s.unsyncedSince.IsZero()
 	}
 	if touch() {
 		t.Fatal("a touch was synced")
@@ -152,7 +152,7 @@ func TestALoneTouchIsSyncedAfterTheDelay(t *testing.T) {
 		}
 	}
 	s.mu.Lock()
-	unsynced := s.unsynced
+	unsynced := !s.unsyncedSince.IsZero()
 	s.mu.Unlock()
 	if unsynced {
 		t.Fatal("the touch was synced but is still marked unsynced")

@@ -139,13 +139,12 @@ type Store struct {
 	prepared        chan preparedFile // the next segment's file, once asked for
 	lastAudit       uint64            // the highest audit ID written
 	sinceCheckpoint int64             // bytes written since the last checkpoint began
-	// unsynced is set when the last group written was not synced (a
-	// group of touches), and lazySince to when the first of them was;
-	// lazyTimer syncs them once they are lazyDelay old with nothing
-	// written since. Written under writeMu and mu.
-	unsynced  bool
-	lazySince time.Time
-	lazyTimer *time.Timer
+	// unsyncedSince is when the first group of touches written since the
+	// last sync was, zero when every group written is synced; lazyTimer
+	// syncs them once they are lazyDelay old with nothing written since.
+	// Written under writeMu and mu.
+	unsyncedSince time.Time
+	lazyTimer     *time.Timer
 	// writeTimer wakes a syncer for a filling group of touches alone
 	// (tuning.lazyWrite); writeArmed, under mu, says it is set.
 	writeTimer *time.Timer
@@ -478,20 +477,14 @@ func (s *Store) syncLoop(i int) {
 func (s *Store) syncTouches(i int) {
 	s.writeMu.Lock()
 	s.mu.Lock()
-	if !s.unsynced || s.failed != nil || s.closed.Load() {
+	if s.unsyncedSince.IsZero() || s.failed != nil || s.closed.Load() {
 		s.mu.Unlock()
 		s.writeMu.Unlock()
 		return
 	}
-	s.unsynced, s.lazySince = false, time.Time{}
+	s.unsyncedSince = time.Time{}
 	s.mu.Unlock()
-	active, f := s.active, s.syncFiles[i]
-	s.syncing.Add(1)
-	s.writeMu.Unlock()
-	defer s.syncing.Done()
-	if err := s.syncFile(f); err != nil {
-		s.fail(err, nil, active)
-	}
+	s.syncWritten(i, nil)
 }
 
 // commitFilling writes the filling group, makes it durable through syncer
@@ -536,21 +529,20 @@ func (s *Store) commitFilling(i int) bool {
 	syncNow := g.strict
 	if !syncNow {
 		now := s.tune.now()
-		if s.lazySince.IsZero() {
-			s.lazySince = now
+		if s.unsyncedSince.IsZero() {
+			s.unsyncedSince = now
 			s.lazyTimer.Reset(s.tune.lazyDelay)
 		}
-		syncNow = now.Sub(s.lazySince) >= s.tune.lazyDelay
+		syncNow = now.Sub(s.unsyncedSince) >= s.tune.lazyDelay
 	}
 	if syncNow {
 		// The sync begins after every group written so far.
-		s.lazySince = time.Time{}
+		s.unsyncedSince = time.Time{}
 		s.written = append(s.written, g)
 	} else {
 		// No one waits for it, and the next fdatasync covers it.
 		close(g.durable)
 	}
-	s.unsynced = !syncNow
 	if cap(g.buf) <= maxSpare {
 		s.spare = g.buf
 	}
@@ -561,19 +553,30 @@ func (s *Store) commitFilling(i int) bool {
 		s.writeMu.Unlock()
 		return true
 	}
+	return s.syncWritten(i, g)
+}
+
+// syncWritten makes what has been written durable through syncer i's
+// file, releasing writeMu (held on entry) while it syncs, and answers g
+// and the groups before it (none when g is nil). A failure fails the
+// store; it reports whether the sync succeeded.
+func (s *Store) syncWritten(i int, g *group) bool {
 	active, f := s.active, s.syncFiles[i]
 	s.syncing.Add(1)
 	s.writeMu.Unlock()
 
-	// No rotation closes active or f until Done.
+	// No rotation closes active or f until Done, after the answer: a
+	// rotation resets ackedEnd, which ackLocked must not move after it.
 	defer s.syncing.Done()
 	if err := s.syncFile(f); err != nil {
 		s.fail(err, nil, active)
 		return false
 	}
-	s.mu.Lock()
-	s.ackLocked(g)
-	s.mu.Unlock()
+	if g != nil {
+		s.mu.Lock()
+		s.ackLocked(g)
+		s.mu.Unlock()
+	}
 	return true
 }
 
@@ -850,7 +853,7 @@ func (s *Store) Close() error {
 	}
 	s.mu.Unlock()
 	var err error
-	if failed == nil && s.unsynced {
+	if failed == nil && !s.unsyncedSince.IsZero() {
 		// A clean stop keeps every heartbeat.
 		err = s.syncFile(s.active)
 	}

@@ -69,7 +69,8 @@ func (t *tx) readAhead(keys, sessions, reporting, unknownAggregates []string) er
 	}
 	for _, id := range reporting {
 		t.lockSession(id)
-		if _, known := t.lost[id]; !known && !slices.Contains(readLost, id) {
+		// A session twice is read once all the same (= ANY), so no search.
+		if _, known := t.lost[id]; !known {
 			readLost = append(readLost, id)
 		}
 	}

@@ -57,9 +57,11 @@ func newQueries(schema string) queries {
 		// a call of plpgsql per lock. The comment names it in
 		// pg_stat_activity.
 		//
-		// In a write transaction's first round trip (which always takes a
-		// lock: the aggregates lock at least) it also sets the planner for
-		// the rest of the transaction (set_config(…, true) is SET LOCAL):
+		// In the first round trip of a write transaction that takes locks
+		// (every operation's does; read transactions and the sweep's that
+		// find nothing take none, and plan with the server's settings) it
+		// also sets the planner for the rest of the transaction
+		// (set_config(…, true) is SET LOCAL):
 		// every statement of the store looks rows up by key, so an index
 		// scan is always right for it, and a connection keeps the generic
 		// plan it makes first. Made while the tables were small or not yet

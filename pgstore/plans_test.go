@@ -56,14 +56,45 @@ func TestPlansUseIndexesOnANewSchema(t *testing.T) {
 		err := m.Batch(withHint(ctx, keys, []string{o.Session}), func(ctx context.Context) { failed = op(ctx) })
 		return errors.Join(err, failed)
 	}
-	for range 20 { // past the custom plans PostgreSQL tries first
-		for _, err := range []error{acquire(ctx), release(ctx), batch(acquire), batch(heartbeat), batch(release)} {
-			if err != nil {
-				t.Fatal(err)
+	work := func(t *testing.T) {
+		for range 20 { // past the custom plans PostgreSQL tries first
+			for _, err := range []error{acquire(ctx), release(ctx), batch(acquire), batch(heartbeat), batch(release)} {
+				if err != nil {
+					t.Fatal(err)
+				}
 			}
 		}
 	}
+	// Another test's DDL on the same database can invalidate the kept
+	// plans, and EXPLAIN would then plan them anew without the store's
+	// settings: a scan found is checked again after another round of
+	// work, which plans them as the store does, and counts only if it
+	// stays.
+	var scans []string
+	checked := map[string]bool{}
+	for attempt := 0; attempt < 3; attempt++ {
+		work(t)
+		scans = explainKept(t, pool, schema, checked)
+		if len(scans) == 0 {
+			break
+		}
+	}
+	for _, s := range scans {
+		t.Error(s)
+	}
+	for _, what := range []string{"lost read", "lock deletion", "lost write"} {
+		if !checked[what] {
+			t.Errorf("no generic plan of the %s to check", what)
+		}
+	}
+}
 
+// explainKept explains, on pool's one connection, each of the store's
+// statements in schema that has a generic plan, marks in checked the
+// parts it saw, and returns a message for each plan that scans a table.
+func explainKept(t *testing.T, pool *pgxpool.Pool, schema string, checked map[string]bool) (scans []string) {
+	t.Helper()
+	ctx := t.Context()
 	// On the same connection: explain each of the store's statements that
 	// has a generic plan, as that plan stands (force_generic_plan reuses
 	// it rather than planning anew).
@@ -96,7 +127,6 @@ func TestPlansUseIndexesOnANewSchema(t *testing.T) {
 	if err := rows.Err(); err != nil {
 		t.Fatal(err)
 	}
-	checked := map[string]bool{}
 	for _, s := range stmts {
 		args := strings.TrimSuffix(strings.Repeat("NULL, ", s.params), ", ")
 		explain := `EXPLAIN EXECUTE ` + s.name
@@ -120,7 +150,7 @@ func TestPlansUseIndexesOnANewSchema(t *testing.T) {
 		}
 		for _, scan := range []string{"Seq Scan on", "Bitmap Heap Scan on"} {
 			if strings.Contains(plan.String(), scan) {
-				t.Errorf("the generic plan of\n%s\nscans %q:\n%s", s.sql, scan, plan.String())
+				scans = append(scans, fmt.Sprintf("the generic plan of\n%s\nscans %q:\n%s", s.sql, scan, plan.String()))
 			}
 		}
 		for what, part := range map[string]string{
@@ -131,9 +161,5 @@ func TestPlansUseIndexesOnANewSchema(t *testing.T) {
 			}
 		}
 	}
-	for _, what := range []string{"lost read", "lock deletion", "lost write"} {
-		if !checked[what] {
-			t.Errorf("no generic plan of the %s to check among %d statements", what, len(stmts))
-		}
-	}
+	return scans
 }

@@ -12,7 +12,10 @@ import (
 // the context it is given shares one store transaction, and so one durable
 // commit: the operations run in the order fn makes them, each answering
 // exactly as it would alone, and none is durable before Batch returns.
-// This is what serves POST /v1/batch.
+// Operations and batches of other callers queued at the same moment may
+// share the transaction too, as single operations share theirs; fn may
+// then be called on another caller's goroutine, while Batch waits. This
+// is what serves POST /v1/batch.
 //
 // If Batch returns an error, the store did not commit: every answer the
 // operations gave inside fn is void, successes included. fn may be called
@@ -26,38 +29,67 @@ func (m *Manager) Batch(ctx context.Context, fn func(ctx context.Context)) error
 		fn(ctx)
 		return nil
 	}
-	start := m.started()
-	var (
-		b *batch
-		t *touched
-	)
-	err := m.store.Update(ctx, func(tx store.Tx) error {
-		if pr, ok := tx.(store.Preparer); ok {
-			if t == nil {
-				t = &touched{}
-				fn(context.WithValue(ctx, batchKey{}, &batch{m: m, touched: t}))
-			}
-			if err := pr.Prepare(t.keys, t.sessions, t.reporting); err != nil {
-				return err
-			}
-		}
-		b = &batch{m: m, tx: tx}
-		fn(context.WithValue(ctx, batchKey{}, b))
-		return b.failed
-	})
-	if b != nil && b.failed != nil && errors.Is(err, b.failed) {
+	// A batch queues for a group's transaction like one operation, so
+	// that batches and single calls that arrive together share a commit.
+	r := &batchRun{m: m, ctx: ctx, fn: fn}
+	p := newPending(ctx, "batch", scope{batch: r}, r, m.started())
+	if g, lead := m.groups.join(p); lead {
+		m.lead(p, g)
+	}
+	err, start := p.err, p.start
+	p.recycle()
+	if r.b.failed != nil {
+		// One operation failed other than by refusing, so its
+		// transaction did not commit: each runs again in its own.
+		r.b.reset(nil)
 		fn(ctx)
 		return nil
 	}
-	if b == nil {
-		return classify(err)
+	for _, q := range r.b.ops {
+		if err != nil {
+			q.err = err
+		}
+		m.observe(q.name, start, q.err)
 	}
-	m.settle(b.ops, err)
-	for _, p := range b.ops {
-		m.observe(p.name, start, p.err)
-		p.recycle()
+	r.b.reset(nil)
+	return err
+}
+
+// batchRun is a Batch as one operation of a group: a run calls fn with
+// the group's transaction.
+type batchRun struct {
+	m   *Manager
+	ctx context.Context
+	fn  func(ctx context.Context)
+	b   batch // the state of the last run
+
+	touched  touched // what the operations touch, once gathered
+	gathered bool
+}
+
+// run runs the batch's operations in o's transaction and gives o their
+// audit entries, which are published if the transaction commits.
+func (r *batchRun) run(o *op) error {
+	r.b.reset(o.tx)
+	r.b.m = r.m
+	r.fn(context.WithValue(r.ctx, batchKey{}, &r.b))
+	for _, q := range r.b.ops {
+		o.audit = append(o.audit, q.op.audit...)
 	}
-	return classify(err)
+	return r.b.failed
+}
+
+// gather adds what the batch's operations touch to t, for
+// store.Preparer; the first call learns it from a call of fn that runs
+// none of them.
+func (r *batchRun) gather(t *touched) {
+	if !r.gathered {
+		r.gathered = true
+		r.fn(context.WithValue(r.ctx, batchKey{}, &batch{m: r.m, touched: &r.touched}))
+	}
+	t.keys = append(t.keys, r.touched.keys...)
+	t.sessions = append(t.sessions, r.touched.sessions...)
+	t.reporting = append(t.reporting, r.touched.reporting...)
 }
 
 // batch is the shared transaction of a Batch.
@@ -119,4 +151,13 @@ func (b *batch) view(name string, fn func(o *readOp) error) error {
 	}
 	b.ops = append(b.ops, newPending(nil, name, scope{}, nil, time.Time{}))
 	return nil
+}
+
+// reset readies b for a run in tx, recycling the operations of the last.
+func (b *batch) reset(tx store.Tx) {
+	for _, p := range b.ops {
+		p.recycle()
+	}
+	clear(b.ops)
+	b.tx, b.ops, b.failed = tx, b.ops[:0], nil
 }

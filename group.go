@@ -22,6 +22,7 @@ type scope struct {
 	keys    []string
 	session string
 	reports bool
+	batch   *batchRun // a Batch: its operations' scopes
 }
 
 // touched gathers the scopes of the operations of one transaction.
@@ -30,6 +31,10 @@ type touched struct {
 }
 
 func (t *touched) add(s scope) {
+	if s.batch != nil {
+		s.batch.gather(t)
+		return
+	}
 	t.keys = append(t.keys, s.keys...)
 	if s.session != "" {
 		t.sessions = append(t.sessions, s.session)
@@ -232,6 +237,13 @@ func (m *Manager) lead(self *pending, g *group) {
 	}
 	l.opsRan() // in case the store never got as far as running them
 	for _, p := range alone {
+		if p.scope.batch != nil {
+			// A batch runs its operations one by one itself (see Batch).
+			if p != self {
+				p.woken <- nil
+			}
+			continue
+		}
 		l.commit(p.ctx, p.self[:])
 	}
 }
@@ -277,7 +289,7 @@ func (l *leader) commit(ctx context.Context, ops []*pending) (failed *pending) {
 func (l *leader) transact(tx store.Tx) error {
 	defer l.opsRan()
 	l.failed = nil // the store may call it again: the last call counts
-	if pr, ok := tx.(store.Preparer); ok && len(l.ops) > 1 {
+	if pr, ok := tx.(store.Preparer); ok && (len(l.ops) > 1 || l.ops[0].scope.batch != nil) {
 		var t touched
 		for _, p := range l.ops {
 			t.add(p.scope)

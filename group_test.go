@@ -544,3 +544,116 @@ func TestPrepareNamesWhatOperationsTouch(t *testing.T) {
 		t.Errorf("the batch prepared %v, want once %v", s.prepared, want)
 	}
 }
+
+// Batches queue like single operations: batches and single calls that
+// arrive together share one transaction, and the store is told what all
+// of them touch.
+func TestQueuedBatchesShareOneTransaction(t *testing.T) {
+	t.Parallel()
+	s := newTapStore(nil)
+	s.prepares = true
+	m := newTapManager(t, s)
+	events, cancel := m.Subscribe("")
+	defer cancel()
+	ctx := context.Background()
+
+	letGo := holdFirst(t, m, s)
+	var (
+		wg            sync.WaitGroup
+		errs          [5]error
+		single, first *holdfast.AcquireResult
+		released      *holdfast.ReleaseResult
+		batchErrs     [2]error
+	)
+	queue(t, m, &wg, func() {
+		errs[0] = m.Batch(ctx, func(ctx context.Context) {
+			first, errs[1] = m.Acquire(ctx, acquireReq("order/1", "s-1"))
+			released, errs[2] = m.Release(ctx, holdfast.ReleaseRequest{Session: "s-1", Keys: []string{"order/1"}})
+		})
+	})
+	queue(t, m, &wg, func() { single, errs[3] = m.Acquire(ctx, acquireReq("order/2", "s-2")) })
+	queue(t, m, &wg, func() {
+		errs[4] = m.Batch(ctx, func(ctx context.Context) {
+			_, batchErrs[0] = m.Acquire(ctx, acquireReq("order/2", "s-3")) // s-2 holds it
+			_, batchErrs[1] = m.Heartbeat(ctx, holdfast.HeartbeatRequest{Session: "s-3"})
+		})
+	})
+	letGo()
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("call %d: %v", i, err)
+		}
+	}
+	if got := s.updates.Load(); got != 2 {
+		t.Errorf("%d store transactions, want 2 (the held one, then one for both batches and the single call)", got)
+	}
+	if len(released.Released) != 1 || released.Released[0].Token != first.Locks[0].Token || single.Locks[0].Key != "order/2" {
+		t.Errorf("answers: acquired %v, released %v, single %v", first.Locks, released.Released, single.Locks)
+	}
+	var locked *holdfast.LockedError
+	if !errors.As(batchErrs[0], &locked) || locked.Conflicts[0].Holders[0].Owner.Session != "s-2" || batchErrs[1] != nil {
+		t.Errorf("second batch: %v, want its acquire refused as held by s-2 and its heartbeat answered", batchErrs)
+	}
+	want := [2][]string{{"order/1", "order/1", "order/2", "order/2"}, {"s-1", "s-1", "s-2", "s-3", "s-3"}}
+	if len(s.prepared) != 1 || !slices.Equal(s.prepared[0][0], want[0]) || !slices.Equal(s.prepared[0][1], want[1]) {
+		t.Errorf("prepared %v, want once %v", s.prepared, want)
+	}
+	var got []string
+	for range 3 {
+		e := <-events
+		got = append(got, string(e.Event)+" "+e.Lock.Key)
+	}
+	if want := []string{"acquired order/1", "released order/1", "acquired order/2"}; !slices.Equal(got, want) {
+		t.Errorf("events %v, want %v", got, want)
+	}
+}
+
+// A batch whose operation fails other than by refusing leaves the group
+// it was queued in, which commits without it; then each of its
+// operations runs in a transaction of its own.
+func TestFailingBatchLeavesItsGroup(t *testing.T) {
+	t.Parallel()
+	s := newTapStore(nil)
+	m := newTapManager(t, s)
+	ctx := context.Background()
+
+	letGo := holdFirst(t, m, s)
+	var (
+		wg       sync.WaitGroup
+		errs     [2]error
+		batchErr [2]error
+		calls    int
+	)
+	queue(t, m, &wg, func() { _, errs[0] = m.Acquire(ctx, acquireReq("order/1", "s-1")) })
+	queue(t, m, &wg, func() {
+		errs[1] = m.Batch(ctx, func(ctx context.Context) {
+			calls++
+			_, batchErr[0] = m.Acquire(ctx, acquireReq("order/2", "s-2"))
+			_, batchErr[1] = m.Acquire(ctx, acquireReq("poison/3", "s-3"))
+		})
+	})
+	letGo()
+	wg.Wait()
+	if errs[0] != nil || errs[1] != nil {
+		t.Fatalf("calls: %v", errs)
+	}
+	if batchErr[0] != nil || !errors.Is(batchErr[1], holdfast.ErrUnavailable) {
+		t.Errorf("batch answers %v, want order/2 granted and poison/3 unavailable", batchErr)
+	}
+	if calls != 2 {
+		t.Errorf("the batch's fn ran %d times, want 2 (in the group, then one transaction each)", calls)
+	}
+	// The held one, the group (rolled back), the group without the
+	// batch, then the batch's two operations alone.
+	if got := s.updates.Load(); got != 5 {
+		t.Errorf("%d store transactions, want 5", got)
+	}
+	page, err := m.Locks(ctx, holdfast.LockQuery{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(page.Locks) != 2 || page.Locks[0].Key != "order/1" || page.Locks[1].Key != "order/2" {
+		t.Errorf("held: %v, want order/1 and order/2", page.Locks)
+	}
+}

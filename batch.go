@@ -18,28 +18,43 @@ import (
 // is what serves POST /v1/batch.
 //
 // If Batch returns an error, the store did not commit: every answer the
-// operations gave inside fn is void, successes included. fn may be called
-// more than once (the store may retry, a store that reads ahead first
-// learns from a call what the operations touch, and an operation that
-// fails for a reason other than a refusal makes the batch run again with
-// one transaction per operation, so that its failure undoes only its own
-// writes); the answers of the last call are the ones that count.
+// operations gave inside fn is void, successes included. fn is called
+// more than once: first to learn what the operations touch (their
+// answers then are void), then in the transaction, again if the store
+// retries it; and if an operation fails for a reason other than a
+// refusal, the batch runs again with one transaction per operation, so
+// that its failure undoes only its own writes. The answers of the last
+// call are the ones that count. Like a single operation's, a batch's
+// transaction may still commit after ctx ends, once it is under way.
 func (m *Manager) Batch(ctx context.Context, fn func(ctx context.Context)) error {
 	if batchOf(ctx) != nil {
 		fn(ctx)
 		return nil
 	}
-	// A batch queues for a group's transaction like one operation, so
-	// that batches and single calls that arrive together share a commit.
+	// Where the store reads ahead, a batch queues for a group's
+	// transaction like single operations, so that batches and single
+	// calls that arrive together share its round trips and its commit; it
+	// learns first, on its own goroutine, what it touches and how many
+	// operations it holds, which bound its group's size. Elsewhere the
+	// store merges concurrent commits itself, and a batch commits alone
+	// at once.
 	r := &batchRun{m: m, ctx: ctx, fn: fn}
 	p := newPending(ctx, "batch", scope{batch: r}, r, m.started())
-	if g, lead := m.groups.join(p); lead {
-		m.lead(p, g)
+	if !m.prepares.Load() {
+		m.commitAlone(p)
+	} else if r.gather(); r.panicked == nil {
+		if g, lead := m.groups.join(p); lead {
+			m.lead(p, g)
+		}
 	}
 	err, start := p.err, p.start
 	p.recycle()
-	if r.b.failed != nil {
-		// One operation failed other than by refusing, so its
+	if r.panicked != nil {
+		r.b.reset(nil)
+		panic(r.panicked)
+	}
+	if r.b.failed != nil && errors.Is(err, r.b.failed) {
+		// One operation failed other than by refusing, so the batch's
 		// transaction did not commit: each runs again in its own.
 		r.b.reset(nil)
 		fn(ctx)
@@ -56,40 +71,65 @@ func (m *Manager) Batch(ctx context.Context, fn func(ctx context.Context)) error
 }
 
 // batchRun is a Batch as one operation of a group: a run calls fn with
-// the group's transaction.
+// the group's transaction, on the goroutine of whoever leads the group.
 type batchRun struct {
 	m   *Manager
 	ctx context.Context
 	fn  func(ctx context.Context)
 	b   batch // the state of the last run
 
-	touched  touched // what the operations touch, once gathered
-	gathered bool
+	touched  touched // what the operations touch
+	size     int     // how many operations fn makes
+	gathered bool    // touched and size are known
+	// panicked is what fn panicked with, to be raised again on the
+	// Batch caller's goroutine rather than on the group leader's.
+	panicked any
 }
+
+// errBatchPanicked fails the transaction of a batch whose fn panicked.
+var errBatchPanicked = errors.New("holdfast: a batch's function panicked")
 
 // run runs the batch's operations in o's transaction and gives o their
 // audit entries, which are published if the transaction commits.
 func (r *batchRun) run(o *op) error {
 	r.b.reset(o.tx)
 	r.b.m = r.m
-	r.fn(context.WithValue(r.ctx, batchKey{}, &r.b))
+	if r.panicked == nil {
+		r.call(&r.b)
+	}
+	if r.panicked != nil {
+		r.b.failed = errBatchPanicked
+	}
 	for _, q := range r.b.ops {
 		o.audit = append(o.audit, q.op.audit...)
 	}
 	return r.b.failed
 }
 
-// gather adds what the batch's operations touch to t, for
-// store.Preparer; the first call learns it from a call of fn that runs
+// gather learns what the operations touch from a call of fn that runs
 // none of them.
-func (r *batchRun) gather(t *touched) {
-	if !r.gathered {
-		r.gathered = true
-		r.fn(context.WithValue(r.ctx, batchKey{}, &batch{m: r.m, touched: &r.touched}))
+func (r *batchRun) gather() {
+	g := &batch{m: r.m, touched: &r.touched}
+	r.call(g)
+	r.size, r.gathered = g.size, true
+}
+
+// call calls fn in b, keeping a panic for the Batch caller.
+func (r *batchRun) call(b *batch) {
+	defer func() {
+		if v := recover(); v != nil && r.panicked == nil {
+			r.panicked = v
+		}
+	}()
+	r.fn(context.WithValue(r.ctx, batchKey{}, b))
+}
+
+// weight is how many operations p stands for in its group.
+func (p *pending) weight() int {
+	if r := p.scope.batch; r != nil {
+		return max(r.size, 1)
 	}
-	t.keys = append(t.keys, r.touched.keys...)
-	t.sessions = append(t.sessions, r.touched.sessions...)
-	t.reporting = append(t.reporting, r.touched.reporting...)
+	return 1
 }
 
 // batch is the shared transaction of a Batch.
@@ -101,8 +141,9 @@ type batch struct {
 	// the batch is then run again, one transaction per operation.
 	failed error
 	// touched, when set, only gathers what the operations would touch,
-	// running none of them.
+	// running none of them, and size counts them.
 	touched *touched
+	size    int
 }
 
 // errGathering answers the operations of a batch's first call when it
@@ -120,6 +161,7 @@ func batchOf(ctx context.Context) *batch {
 func (b *batch) update(name string, sc scope, do operation) error {
 	if b.touched != nil {
 		b.touched.add(sc)
+		b.size++
 		return errGathering
 	}
 	if b.failed != nil {
@@ -139,18 +181,21 @@ func (b *batch) update(name string, sc scope, do operation) error {
 // view runs one read-only operation of the batch in its transaction.
 func (b *batch) view(name string, fn func(o *readOp) error) error {
 	if b.touched != nil {
+		b.size++
 		return errGathering
 	}
 	if b.failed != nil {
 		return b.failed
 	}
 	err := fn(newReadOp(b.m, b.tx))
-	if err != nil {
+	if err != nil && !isRefusal(err) {
 		b.failed = err
 		return err
 	}
-	b.ops = append(b.ops, newPending(nil, name, scope{}, nil, time.Time{}))
-	return nil
+	p := newPending(nil, name, scope{}, nil, time.Time{})
+	p.err = err
+	b.ops = append(b.ops, p)
+	return err
 }
 
 // reset readies b for a run in tx, recycling the operations of the last.

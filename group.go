@@ -12,7 +12,8 @@ import (
 )
 
 // maxGroup bounds how many operations share one transaction, so that one
-// commit stays short.
+// commit stays short; a batch counts its operations, and a group holds
+// at least one caller's, however many.
 const maxGroup = 128
 
 // scope names what an operation will touch: the keys as its caller gave
@@ -31,8 +32,13 @@ type touched struct {
 }
 
 func (t *touched) add(s scope) {
-	if s.batch != nil {
-		s.batch.gather(t)
+	if r := s.batch; r != nil {
+		if !r.gathered {
+			r.gather()
+		}
+		t.keys = append(t.keys, r.touched.keys...)
+		t.sessions = append(t.sessions, r.touched.sessions...)
+		t.reporting = append(t.reporting, r.touched.reporting...)
 		return
 	}
 	t.keys = append(t.keys, s.keys...)
@@ -188,9 +194,14 @@ func (gr *grouper) done() {
 // startLocked starts the next group, led by the first queued, if there is
 // room for it.
 func (gr *grouper) startLocked() {
-	n := min(len(gr.queue), maxGroup)
-	if gr.running || gr.inFlight >= maxInFlight || n == 0 {
+	if gr.running || gr.inFlight >= maxInFlight || len(gr.queue) == 0 {
 		return
+	}
+	n, weight := 1, gr.queue[0].weight()
+	for ; n < len(gr.queue); n++ {
+		if weight += gr.queue[n].weight(); weight > maxGroup {
+			break
+		}
 	}
 	gr.running = true
 	gr.inFlight++
@@ -248,6 +259,13 @@ func (m *Manager) lead(self *pending, g *group) {
 	}
 }
 
+// commitAlone commits p in a transaction of its own, outside the groups.
+func (m *Manager) commitAlone(p *pending) {
+	l := &p.leader
+	l.m, l.self, l.ran = m, p, true // ran: there is no grouper to tell
+	l.commit(p.ctx, p.self[:])
+}
+
 // leader is the state of the transactions a group's leader runs. It lives
 // in the leader's pending, so that leading costs no allocation.
 type leader struct {
@@ -289,7 +307,11 @@ func (l *leader) commit(ctx context.Context, ops []*pending) (failed *pending) {
 func (l *leader) transact(tx store.Tx) error {
 	defer l.opsRan()
 	l.failed = nil // the store may call it again: the last call counts
-	if pr, ok := tx.(store.Preparer); ok && (len(l.ops) > 1 || l.ops[0].scope.batch != nil) {
+	pr, ok := tx.(store.Preparer)
+	if ok && !l.m.prepares.Load() {
+		l.m.prepares.Store(true) // batches learn their scope before they queue
+	}
+	if ok && (len(l.ops) > 1 || l.ops[0].scope.batch != nil) {
 		var t touched
 		for _, p := range l.ops {
 			t.add(p.scope)

@@ -142,6 +142,15 @@ func holdFirst(t *testing.T, m *holdfast.Manager, s *tapStore) (letGo func()) {
 	}
 }
 
+// learnPreparing runs one operation, from which the Manager learns that
+// the store reads ahead, as batches need to know before they queue.
+func learnPreparing(t *testing.T, m *holdfast.Manager) {
+	t.Helper()
+	if _, err := m.Heartbeat(context.Background(), holdfast.HeartbeatRequest{Session: "s-learn"}); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // queue starts op and returns once it waits in the queue, so that the
 // order of the queue is the order of the calls.
 func queue(t *testing.T, m *holdfast.Manager, wg *sync.WaitGroup, op func()) {
@@ -553,6 +562,7 @@ func TestQueuedBatchesShareOneTransaction(t *testing.T) {
 	s := newTapStore(nil)
 	s.prepares = true
 	m := newTapManager(t, s)
+	learnPreparing(t, m)
 	events, cancel := m.Subscribe("")
 	defer cancel()
 	ctx := context.Background()
@@ -585,8 +595,8 @@ func TestQueuedBatchesShareOneTransaction(t *testing.T) {
 			t.Fatalf("call %d: %v", i, err)
 		}
 	}
-	if got := s.updates.Load(); got != 2 {
-		t.Errorf("%d store transactions, want 2 (the held one, then one for both batches and the single call)", got)
+	if got := s.updates.Load(); got != 3 {
+		t.Errorf("%d store transactions, want 3 (the first, the held one, then one for both batches and the single call)", got)
 	}
 	if len(released.Released) != 1 || released.Released[0].Token != first.Locks[0].Token || single.Locks[0].Key != "order/2" {
 		t.Errorf("answers: acquired %v, released %v, single %v", first.Locks, released.Released, single.Locks)
@@ -615,7 +625,9 @@ func TestQueuedBatchesShareOneTransaction(t *testing.T) {
 func TestFailingBatchLeavesItsGroup(t *testing.T) {
 	t.Parallel()
 	s := newTapStore(nil)
+	s.prepares = true
 	m := newTapManager(t, s)
+	learnPreparing(t, m)
 	ctx := context.Background()
 
 	letGo := holdFirst(t, m, s)
@@ -641,13 +653,13 @@ func TestFailingBatchLeavesItsGroup(t *testing.T) {
 	if batchErr[0] != nil || !errors.Is(batchErr[1], holdfast.ErrUnavailable) {
 		t.Errorf("batch answers %v, want order/2 granted and poison/3 unavailable", batchErr)
 	}
-	if calls != 2 {
-		t.Errorf("the batch's fn ran %d times, want 2 (in the group, then one transaction each)", calls)
+	if calls != 3 {
+		t.Errorf("the batch's fn ran %d times, want 3 (gathering, in the group, then one transaction each)", calls)
 	}
-	// The held one, the group (rolled back), the group without the
-	// batch, then the batch's two operations alone.
-	if got := s.updates.Load(); got != 5 {
-		t.Errorf("%d store transactions, want 5", got)
+	// The first, the held one, the group (rolled back), the group
+	// without the batch, then the batch's two operations alone.
+	if got := s.updates.Load(); got != 6 {
+		t.Errorf("%d store transactions, want 6", got)
 	}
 	page, err := m.Locks(ctx, holdfast.LockQuery{})
 	if err != nil {
@@ -655,5 +667,169 @@ func TestFailingBatchLeavesItsGroup(t *testing.T) {
 	}
 	if len(page.Locks) != 2 || page.Locks[0].Key != "order/1" || page.Locks[1].Key != "order/2" {
 		t.Errorf("held: %v, want order/1 and order/2", page.Locks)
+	}
+}
+
+// countingTx counts the locks a transaction writes.
+type countingTx struct {
+	store.Tx
+	n *atomic.Int64
+}
+
+func (t countingTx) PutLock(l store.Lock) error {
+	t.n.Add(1)
+	return t.Tx.PutLock(l)
+}
+
+func (t countingTx) Prepare(keys, sessions, reporting []string) error {
+	return t.Tx.(store.Preparer).Prepare(keys, sessions, reporting)
+}
+
+// sizingStore records how many locks each transaction wrote.
+type sizingStore struct {
+	*tapStore
+	mu    sync.Mutex
+	sizes []int64
+}
+
+func (s *sizingStore) Update(ctx context.Context, fn func(store.Tx) error) error {
+	var n atomic.Int64
+	err := s.tapStore.Update(ctx, func(tx store.Tx) error { return fn(countingTx{tx, &n}) })
+	s.mu.Lock()
+	s.sizes = append(s.sizes, n.Load())
+	s.mu.Unlock()
+	return err
+}
+
+// A batch counts its operations toward the bound of a group: batches
+// queued together share a transaction only while they fit in it.
+func TestBatchesCountTheirOperationsInAGroup(t *testing.T) {
+	t.Parallel()
+	tap := newTapStore(nil)
+	tap.prepares = true
+	s := &sizingStore{tapStore: tap}
+	m, err := holdfast.New(s, holdfast.Config{SweepInterval: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { m.Close(); s.Close() })
+	learnPreparing(t, m)
+	ctx := context.Background()
+
+	letGo := holdFirst(t, m, tap)
+	var wg sync.WaitGroup
+	for b := range 3 {
+		queue(t, m, &wg, func() {
+			err := m.Batch(ctx, func(ctx context.Context) {
+				for i := range 60 {
+					m.Acquire(ctx, acquireReq(fmt.Sprintf("order/%d/%d", b, i), fmt.Sprintf("s-%d-%d", b, i)))
+				}
+			})
+			if err != nil {
+				t.Errorf("batch %d: %v", b, err)
+			}
+		})
+	}
+	letGo()
+	wg.Wait()
+	// The first heartbeat and the held one, then two batches (120
+	// operations, within 128), then the third.
+	if want := []int64{0, 0, 120, 60}; !slices.Equal(s.sizes, want) {
+		t.Errorf("locks written per transaction %v, want %v", s.sizes, want)
+	}
+}
+
+// A panic in a batch's function reaches the batch's caller, not the
+// caller that happened to lead its group, and the group commits without
+// the batch.
+func TestBatchPanicReachesItsOwnCaller(t *testing.T) {
+	t.Parallel()
+	s := newTapStore(nil)
+	s.prepares = true
+	m := newTapManager(t, s)
+	learnPreparing(t, m)
+	ctx := context.Background()
+
+	letGo := holdFirst(t, m, s)
+	var (
+		wg       sync.WaitGroup
+		single   error
+		panicked any
+		calls    int
+	)
+	queue(t, m, &wg, func() { _, single = m.Acquire(ctx, acquireReq("order/1", "s-1")) })
+	queue(t, m, &wg, func() {
+		defer func() { panicked = recover() }()
+		m.Batch(ctx, func(ctx context.Context) {
+			if calls++; calls == 2 { // in the group's transaction
+				m.Acquire(ctx, acquireReq("order/2", "s-2"))
+				panic("boom")
+			}
+			m.Acquire(ctx, acquireReq("order/2", "s-2"))
+		})
+	})
+	letGo()
+	wg.Wait()
+	if single != nil {
+		t.Errorf("the single call that led the group: %v", single)
+	}
+	if panicked != "boom" {
+		t.Errorf("the batch's caller recovered %v, want boom", panicked)
+	}
+	page, err := m.Locks(ctx, holdfast.LockQuery{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(page.Locks) != 1 || page.Locks[0].Key != "order/1" {
+		t.Errorf("held: %v, want order/1 only", page.Locks)
+	}
+	if calls != 2 {
+		t.Errorf("the batch's fn ran %d times, want 2 (gathering, then the panic)", calls)
+	}
+}
+
+// flakyStore fails its first transaction on order/2 as if by a conflict
+// worth a retry, then fails the retry before it runs anything.
+type flakyStore struct {
+	store.Store
+	first atomic.Bool
+}
+
+var errCollided, errDown = errors.New("collided"), errors.New("store down")
+
+type collidingTx struct{ store.Tx }
+
+func (t collidingTx) PutLock(l store.Lock) error {
+	if l.Key == "order/2" {
+		return errCollided
+	}
+	return t.Tx.PutLock(l)
+}
+
+func (s *flakyStore) Update(ctx context.Context, fn func(store.Tx) error) error {
+	if s.first.CompareAndSwap(false, true) {
+		s.Store.Update(ctx, func(tx store.Tx) error { return fn(collidingTx{tx}) })
+		return errDown
+	}
+	return s.Store.Update(ctx, fn)
+}
+
+// A batch runs its operations one by one only when its own failure is
+// what failed its transaction: the store's later, unrelated failure is
+// the batch's answer.
+func TestBatchAnswersTheStoresLastFailure(t *testing.T) {
+	t.Parallel()
+	s := &flakyStore{Store: memstore.New(memstore.Config{})}
+	m, err := holdfast.New(s, holdfast.Config{SweepInterval: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { m.Close(); s.Close() })
+	err = m.Batch(context.Background(), func(ctx context.Context) {
+		m.Acquire(ctx, acquireReq("order/1", "s-1"))
+		m.Acquire(ctx, acquireReq("order/2", "s-2"))
+	})
+	if !errors.Is(err, errDown) {
+		t.Errorf("Batch = %v, want the store's %v", err, errDown)
 	}
 }

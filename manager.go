@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/holdfast/holdfast/store"
@@ -18,6 +19,9 @@ type Manager struct {
 	cfg    Config
 	events events
 	groups grouper
+	// prepares is set once a transaction has shown that the store reads
+	// ahead (store.Preparer).
+	prepares atomic.Bool
 
 	stop     chan struct{}
 	stopOnce sync.Once

@@ -142,8 +142,19 @@ func holdFirst(t *testing.T, m *holdfast.Manager, s *tapStore) (letGo func()) {
 	}
 }
 
+// newPreparingManager is a Manager on a tap store that reads ahead and
+// that it knows to, as batches need to before they queue.
+func newPreparingManager(t *testing.T) (*tapStore, *holdfast.Manager) {
+	t.Helper()
+	s := newTapStore(nil)
+	s.prepares = true
+	m := newTapManager(t, s)
+	learnPreparing(t, m)
+	return s, m
+}
+
 // learnPreparing runs one operation, from which the Manager learns that
-// the store reads ahead, as batches need to know before they queue.
+// the store reads ahead.
 func learnPreparing(t *testing.T, m *holdfast.Manager) {
 	t.Helper()
 	if _, err := m.Heartbeat(context.Background(), holdfast.HeartbeatRequest{Session: "s-learn"}); err != nil {
@@ -559,10 +570,7 @@ func TestPrepareNamesWhatOperationsTouch(t *testing.T) {
 // of them touch.
 func TestQueuedBatchesShareOneTransaction(t *testing.T) {
 	t.Parallel()
-	s := newTapStore(nil)
-	s.prepares = true
-	m := newTapManager(t, s)
-	learnPreparing(t, m)
+	s, m := newPreparingManager(t)
 	events, cancel := m.Subscribe("")
 	defer cancel()
 	ctx := context.Background()
@@ -624,10 +632,7 @@ func TestQueuedBatchesShareOneTransaction(t *testing.T) {
 // operations runs in a transaction of its own.
 func TestFailingBatchLeavesItsGroup(t *testing.T) {
 	t.Parallel()
-	s := newTapStore(nil)
-	s.prepares = true
-	m := newTapManager(t, s)
-	learnPreparing(t, m)
+	s, m := newPreparingManager(t)
 	ctx := context.Background()
 
 	letGo := holdFirst(t, m, s)
@@ -744,10 +749,7 @@ func TestBatchesCountTheirOperationsInAGroup(t *testing.T) {
 // the batch.
 func TestBatchPanicReachesItsOwnCaller(t *testing.T) {
 	t.Parallel()
-	s := newTapStore(nil)
-	s.prepares = true
-	m := newTapManager(t, s)
-	learnPreparing(t, m)
+	s, m := newPreparingManager(t)
 	ctx := context.Background()
 
 	letGo := holdFirst(t, m, s)

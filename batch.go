@@ -3,6 +3,8 @@ package holdfast
 import (
 	"context"
 	"errors"
+	"fmt"
+	"runtime/debug"
 	"time"
 
 	"github.com/holdfast/holdfast/store"
@@ -18,14 +20,17 @@ import (
 // is what serves POST /v1/batch.
 //
 // If Batch returns an error, the store did not commit: every answer the
-// operations gave inside fn is void, successes included. fn is called
-// more than once: first to learn what the operations touch (their
-// answers then are void), then in the transaction, again if the store
-// retries it; and if an operation fails for a reason other than a
-// refusal, the batch runs again with one transaction per operation, so
-// that its failure undoes only its own writes. The answers of the last
-// call are the ones that count. Like a single operation's, a batch's
-// transaction may still commit after ctx ends, once it is under way.
+// operations gave inside fn is void, successes included. fn may be
+// called more than once: where the store reads ahead, first to learn what
+// the operations touch (their answers then are void); again if the store
+// retries the transaction; and if an operation fails for a reason other
+// than a refusal, the batch runs again with one transaction per
+// operation, so that its failure undoes only its own writes. The answers
+// of the last call are the ones that count. Like a single operation's, a
+// batch's transaction may still commit after ctx ends, once it is under
+// way. A panic in fn is raised again by Batch, with fn's stack in its
+// message; fn must not end its goroutine otherwise (runtime.Goexit, as
+// testing's FailNow does), since that goroutine may be another caller's.
 func (m *Manager) Batch(ctx context.Context, fn func(ctx context.Context)) error {
 	if batchOf(ctx) != nil {
 		fn(ctx)
@@ -114,14 +119,33 @@ func (r *batchRun) gather() {
 	r.size, r.gathered = g.size, true
 }
 
-// call calls fn in b, keeping a panic for the Batch caller.
+// call calls fn in b, keeping a panic, and where it came from, for the
+// Batch caller.
 func (r *batchRun) call(b *batch) {
 	defer func() {
 		if v := recover(); v != nil && r.panicked == nil {
-			r.panicked = v
+			r.panicked = &batchPanic{value: v, stack: debug.Stack()}
 		}
 	}()
 	r.fn(context.WithValue(r.ctx, batchKey{}, b))
+}
+
+// batchPanic is what a batch's fn panicked with, raised again on the
+// Batch caller's goroutine: fn may have run on another, so its stack
+// goes along.
+type batchPanic struct {
+	value any
+	stack []byte
+}
+
+func (p *batchPanic) Error() string {
+	return fmt.Sprintf("%v\n\ngoroutine of the panic in the batch:\n%s", p.value, p.stack)
+}
+
+// Unwrap gives the value the batch's fn panicked with, if an error.
+func (p *batchPanic) Unwrap() error {
+	err, _ := p.value.(error)
+	return err
 }
 
 // weight is how many operations p stands for in its group.
@@ -165,17 +189,23 @@ func (b *batch) update(name string, sc scope, do operation) error {
 		return errGathering
 	}
 	if b.failed != nil {
-		return b.failed
+		return b.skip(name)
 	}
 	p := newPending(nil, name, sc, do, time.Time{})
 	if p.run(b.m, b.tx) {
 		b.failed = p.err
-		err := p.err
-		p.recycle()
-		return err
 	}
 	b.ops = append(b.ops, p)
 	return p.err
+}
+
+// skip answers an operation that comes after one that failed the batch's
+// transaction; it is observed with that failure.
+func (b *batch) skip(name string) error {
+	p := newPending(nil, name, scope{}, nil, time.Time{})
+	p.err = b.failed
+	b.ops = append(b.ops, p)
+	return b.failed
 }
 
 // view runs one read-only operation of the batch in its transaction.
@@ -185,12 +215,11 @@ func (b *batch) view(name string, fn func(o *readOp) error) error {
 		return errGathering
 	}
 	if b.failed != nil {
-		return b.failed
+		return b.skip(name)
 	}
 	err := fn(newReadOp(b.m, b.tx))
 	if err != nil && !isRefusal(err) {
 		b.failed = err
-		return err
 	}
 	p := newPending(nil, name, scope{}, nil, time.Time{})
 	p.err = err

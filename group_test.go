@@ -765,7 +765,7 @@ func TestBatchPanicReachesItsOwnCaller(t *testing.T) {
 		m.Batch(ctx, func(ctx context.Context) {
 			if calls++; calls == 2 { // in the group's transaction
 				m.Acquire(ctx, acquireReq("order/2", "s-2"))
-				panic("boom")
+				panicInBatch()
 			}
 			m.Acquire(ctx, acquireReq("order/2", "s-2"))
 		})
@@ -775,8 +775,8 @@ func TestBatchPanicReachesItsOwnCaller(t *testing.T) {
 	if single != nil {
 		t.Errorf("the single call that led the group: %v", single)
 	}
-	if panicked != "boom" {
-		t.Errorf("the batch's caller recovered %v, want boom", panicked)
+	if msg := fmt.Sprint(panicked); !strings.HasPrefix(msg, "boom\n") || !strings.Contains(msg, "panicInBatch") {
+		t.Errorf("the batch's caller recovered %q, want boom and the stack of the goroutine that panicked", msg)
 	}
 	page, err := m.Locks(ctx, holdfast.LockQuery{})
 	if err != nil {
@@ -789,6 +789,8 @@ func TestBatchPanicReachesItsOwnCaller(t *testing.T) {
 		t.Errorf("the batch's fn ran %d times, want 2 (gathering, then the panic)", calls)
 	}
 }
+
+func panicInBatch() { panic("boom") }
 
 // flakyStore fails its first transaction on order/2 as if by a conflict
 // worth a retry, then fails the retry before it runs anything.
@@ -833,5 +835,27 @@ func TestBatchAnswersTheStoresLastFailure(t *testing.T) {
 	})
 	if !errors.Is(err, errDown) {
 		t.Errorf("Batch = %v, want the store's %v", err, errDown)
+	}
+}
+
+// Every operation of a batch is observed once, with the transaction's
+// failure when it failed, those after the one that failed it included.
+func TestBatchOperationsAreObservedWhenTheStoreFails(t *testing.T) {
+	t.Parallel()
+	obs := &observed{}
+	s := &flakyStore{Store: memstore.New(memstore.Config{})}
+	m, err := holdfast.New(s, holdfast.Config{SweepInterval: -1, Observer: obs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { m.Close(); s.Close() })
+	m.Batch(context.Background(), func(ctx context.Context) {
+		m.Acquire(ctx, acquireReq("order/1", "s-1"))
+		m.Acquire(ctx, acquireReq("order/2", "s-2"))
+		m.Release(ctx, holdfast.ReleaseRequest{Session: "s-1", Keys: []string{"order/1"}})
+	})
+	want := "lock store unavailable, retry later: store down"
+	if got := obs.list(); !slices.Equal(got, []string{"acquire: " + want, "acquire: " + want, "release: " + want}) {
+		t.Errorf("observed %q", got)
 	}
 }

@@ -71,6 +71,7 @@ Flags:
 		return err
 	}
 
+	tuneGC()
 	st, closeStore, err := openStore(ctx, cfg, log)
 	if err != nil {
 		return err

@@ -2,6 +2,7 @@ package main
 
 import (
 	"runtime"
+	"runtime/debug"
 	"runtime/metrics"
 	"testing"
 	"time"
@@ -14,6 +15,7 @@ func TestGCPercent(t *testing.T) {
 		want        int
 	}{
 		{0, 0, 100},               // nothing measured yet
+		{1 * mib, 0, 1600},        // the runtime's minimum goal, 4 MiB × 16, is the floor
 		{4 * mib, 0, 1500},        // goal 4 + 4×15 = 64 MiB
 		{4 * mib, 4 * mib, 750},   // goal 4 + 8×7.5 = 64 MiB
 		{30 * mib, 2 * mib, 106},  // goal 30 + 32×1.06 ≈ 64 MiB
@@ -26,31 +28,49 @@ func TestGCPercent(t *testing.T) {
 	}
 }
 
-// The tuner raises GOGC while the live heap is small, after a
-// collection, and gives it back once the live heap is large.
+// The tuner puts the heap goal at the floor while the live heap is small,
+// gives GOGC 100 back once the live heap is large, and leaves a collector
+// that someone turned off alone.
 func TestGCTunerFollowsTheLiveHeap(t *testing.T) {
-	tuneGCOnce.Do(func() {}) // no other tuner in this process
-	tuner := newGCTuner(64 << 20)
+	const floor = 64 << 20
+	before := debug.SetGCPercent(100)
+	tuner := newGCTuner(floor)
+	t.Cleanup(func() {
+		tuner.stop()
+		debug.SetGCPercent(before)
+	})
 	tuner.start()
-	gogc := []metrics.Sample{{Name: "/gc/gogc:percent"}}
-	waitFor := func(what string, ok func(int) bool) {
+	samples := []metrics.Sample{{Name: "/gc/gogc:percent"}, {Name: "/gc/heap/goal:bytes"}}
+	waitFor := func(what string, ok func(gogc int, goal uint64) bool) {
 		t.Helper()
 		for deadline := time.Now().Add(10 * time.Second); ; {
 			runtime.GC()
-			metrics.Read(gogc)
-			p := int(gogc[0].Value.Uint64())
-			if ok(p) {
+			metrics.Read(samples)
+			gogc, goal := int(int64(samples[0].Value.Uint64())), samples[1].Value.Uint64()
+			if ok(gogc, goal) {
 				return
 			}
 			if time.Now().After(deadline) {
-				t.Fatalf("GOGC is %d, want %s", p, what)
+				t.Fatalf("GOGC %d, heap goal %d MiB; want %s", gogc, goal>>20, what)
 			}
 			time.Sleep(10 * time.Millisecond)
 		}
 	}
-	waitFor("above 100 with a small live heap", func(p int) bool { return p > 100 })
+	waitFor("a goal of about 64 MiB with a small live heap", func(gogc int, goal uint64) bool {
+		return gogc > 100 && goal > floor*9/10 && goal < floor*11/10
+	})
+
 	big := make([]byte, 100<<20)
 	big[len(big)-1] = 1
-	waitFor("100 with 100 MiB live", func(p int) bool { return p == 100 })
+	waitFor("GOGC 100 with 100 MiB live", func(gogc int, _ uint64) bool { return gogc == 100 })
+
+	debug.SetGCPercent(-1)
+	for range 5 {
+		runtime.GC()
+		time.Sleep(20 * time.Millisecond) // for the finalizer
+	}
+	if off := debug.SetGCPercent(100); off != -1 {
+		t.Errorf("the tuner set GOGC %d while the collector was off", off)
+	}
 	runtime.KeepAlive(big)
 }

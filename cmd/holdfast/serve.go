@@ -71,11 +71,11 @@ Flags:
 		return err
 	}
 
-	tuneGC()
 	st, closeStore, err := openStore(ctx, cfg, log)
 	if err != nil {
 		return err
 	}
+	tuneGC() // after the store's load, which sets the collector itself
 	defer func() {
 		if err := closeStore(); err != nil {
 			log.Error("closing the store", "error", err)

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
@@ -25,14 +26,19 @@ func TestProtectAndUnprotect(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer pool.Close()
 	var b [6]byte
 	rand.Read(b[:])
 	schema := "hf_cli_" + hex.EncodeToString(b[:])
 	if err := pgstore.Migrate(ctx, pool, schema); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { pool.Exec(t.Context(), `DROP SCHEMA `+schema+` CASCADE`) })
+	t.Cleanup(func() {
+		// Not t.Context(): it is done before cleanups run.
+		if _, err := pool.Exec(context.Background(), `DROP SCHEMA `+schema+` CASCADE`); err != nil {
+			t.Errorf("dropping %s: %v", schema, err)
+		}
+		pool.Close()
+	})
 	table := schema + ".policies"
 	if _, err := pool.Exec(ctx, `CREATE TABLE `+table+` (id int PRIMARY KEY, premium int); INSERT INTO `+table+` VALUES (1, 100), (2, 200)`); err != nil {
 		t.Fatal(err)

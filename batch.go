@@ -94,8 +94,8 @@ type batchRun struct {
 // errBatchPanicked fails the transaction of a batch whose fn panicked.
 var errBatchPanicked = errors.New("holdfast: a batch's function panicked")
 
-// run runs the batch's operations in o's transaction and gives o their
-// audit entries, which are published if the transaction commits.
+// run runs the batch's operations in o's transaction; settle publishes
+// their audit entries if it commits.
 func (r *batchRun) run(o *op) error {
 	r.b.reset(o.tx)
 	r.b.m = r.m
@@ -104,9 +104,6 @@ func (r *batchRun) run(o *op) error {
 	}
 	if r.panicked != nil {
 		r.b.failed = errBatchPanicked
-	}
-	for _, q := range r.b.ops {
-		o.audit = append(o.audit, q.op.audit...)
 	}
 	return r.b.failed
 }

@@ -339,6 +339,12 @@ func (m *Manager) settle(ops []*pending, err error) {
 		return
 	}
 	for _, p := range ops {
+		if r := p.scope.batch; r != nil {
+			for _, q := range r.b.ops {
+				m.events.publish(q.op.audit)
+			}
+			continue
+		}
 		m.events.publish(p.op.audit)
 	}
 }

@@ -13,8 +13,8 @@ import (
 // live data is small. With the default GOGC of 100, a server that keeps a
 // few megabytes live collects after every few megabytes allocated, many
 // times a second under load: over PostgreSQL, where every request
-// allocates pgx's buffers and rows, collection took about a third of the
-// server's CPU (docs/BENCHMARKS.md). Once the live heap passes about half
+// allocates pgx's buffers and rows, allocation and collection took about
+// a third of the server's CPU (docs/BENCHMARKS.md). Once the live heap passes about half
 // the floor (a large embedded store), GOGC is 100 again.
 const heapFloor = 64 << 20
 

@@ -121,26 +121,26 @@ func (r *batchRun) gather() {
 func (r *batchRun) call(b *batch) {
 	defer func() {
 		if v := recover(); v != nil && r.panicked == nil {
-			r.panicked = &batchPanic{value: v, stack: debug.Stack()}
+			r.panicked = &recovered{value: v, stack: debug.Stack()}
 		}
 	}()
 	r.fn(context.WithValue(r.ctx, batchKey{}, b))
 }
 
-// batchPanic is what a batch's fn panicked with, raised again on the
-// Batch caller's goroutine: fn may have run on another, so its stack
-// goes along.
-type batchPanic struct {
+// recovered is what a batch's fn or an operation panicked with, raised
+// again on its caller's goroutine: it may have run on another, so its
+// stack goes along.
+type recovered struct {
 	value any
 	stack []byte
 }
 
-func (p *batchPanic) Error() string {
-	return fmt.Sprintf("%v\n\ngoroutine of the panic in the batch:\n%s", p.value, p.stack)
+func (p *recovered) Error() string {
+	return fmt.Sprintf("%v\n\ngoroutine of the panic:\n%s", p.value, p.stack)
 }
 
-// Unwrap gives the value the batch's fn panicked with, if an error.
-func (p *batchPanic) Unwrap() error {
+// Unwrap gives the value of the panic, if an error.
+func (p *recovered) Unwrap() error {
 	err, _ := p.value.(error)
 	return err
 }

@@ -3,6 +3,7 @@ package holdfast
 import (
 	"context"
 	"errors"
+	"runtime/debug"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -61,6 +62,9 @@ type pending struct {
 
 	op  op    // its state in the transaction; op.audit is what it wrote
 	err error // nil, a refusal or a failure
+	// panicked is what its operation panicked with, to be raised again
+	// on its caller's goroutine rather than on its group leader's.
+	panicked *recovered
 
 	// group is the group it was taken into from the queue (set under
 	// grouper.mu); woken receives nil once it is answered, or the group
@@ -89,7 +93,7 @@ func newPending(ctx context.Context, name string, sc scope, do operation, start 
 
 // recycle returns p to the pool once its caller has its answer.
 func (p *pending) recycle() {
-	p.ctx, p.name, p.scope, p.do, p.err, p.group = nil, "", scope{}, nil, nil, nil
+	p.ctx, p.name, p.scope, p.do, p.err, p.group, p.panicked = nil, "", scope{}, nil, nil, nil, nil
 	p.op.forget()
 	p.leader = leader{body: p.leader.body}
 	pendings.Put(p)
@@ -102,8 +106,23 @@ func (p *pending) recycle() {
 // is true either way and is kept.
 func (p *pending) run(m *Manager, tx store.Tx) (failed bool) {
 	p.op.begin(m, tx)
-	p.err = p.do.run(&p.op)
+	p.err = p.runOp()
 	return p.err != nil && !isRefusal(p.err)
+}
+
+// errPanicked fails the transaction of an operation that panicked.
+var errPanicked = errors.New("holdfast: an operation panicked")
+
+// runOp runs p's operation, keeping a panic for its caller: this may be
+// the goroutine of another caller, who leads the group.
+func (p *pending) runOp() (err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			p.panicked = &recovered{value: v, stack: debug.Stack()}
+			err = errPanicked
+		}
+	}()
+	return p.do.run(&p.op)
 }
 
 // group is what the queue held when its turn came: operations that were
@@ -237,8 +256,27 @@ func (m *Manager) lead(self *pending, g *group) {
 	l := &self.leader
 	l.m, l.self, l.ran = m, self, false
 	defer m.groups.done()
-	var alone []*pending
+	// unanswered are the operations not answered yet (an answered one
+	// may be another caller's already): if the store panics, they are
+	// told that nothing was done, and the panic goes on here.
+	var alone, unanswered []*pending
+	defer func() {
+		if v := recover(); v != nil {
+			l.opsRan()
+			for _, p := range unanswered {
+				if p != self {
+					p.err = &UnavailableError{RetryAfter: time.Second, Err: errStorePanicked}
+					p.woken <- nil
+				}
+			}
+			panic(v)
+		}
+	}()
 	for len(ops) > 0 {
+		unanswered = ops
+		if len(alone) > 0 {
+			unanswered = slices.Concat(ops, alone)
+		}
 		failed := l.commit(ctx, ops)
 		if failed == nil {
 			break
@@ -246,10 +284,15 @@ func (m *Manager) lead(self *pending, g *group) {
 		ops = slices.DeleteFunc(ops, func(p *pending) bool { return p == failed })
 		alone = append(alone, failed)
 	}
+	unanswered = alone
 	l.opsRan() // in case the store never got as far as running them
-	for _, p := range alone {
-		if p.scope.batch != nil {
-			// A batch runs its operations one by one itself (see Batch).
+	for i, p := range alone {
+		unanswered = alone[i:]
+		if p.scope.batch != nil || p.panicked != nil {
+			// A batch runs its operations one by one itself (see Batch);
+			// an operation that panicked panics again on its caller's
+			// goroutine (see apply), with the error of the failed
+			// transaction.
 			if p != self {
 				p.woken <- nil
 			}
@@ -258,6 +301,10 @@ func (m *Manager) lead(self *pending, g *group) {
 		l.commit(p.ctx, p.self[:])
 	}
 }
+
+// errStorePanicked is what the callers of a group learn when the store
+// panicked in its transaction: the panic itself goes on in the leader.
+var errStorePanicked = errors.New("the store panicked in this operation's transaction")
 
 // commitAlone commits p in a transaction of its own, outside the groups.
 func (m *Manager) commitAlone(p *pending) {

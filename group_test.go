@@ -28,6 +28,9 @@ type tapStore struct {
 	hold, holdCommitted atomic.Int64
 	held                chan chan struct{}
 	prepares            bool // the Tx implements store.Preparer
+	// panics is how many of the next transactions panic in the store
+	// itself, before they run anything.
+	panics atomic.Int64
 
 	mu       sync.Mutex
 	prepared [][2][]string // keys, sessions of each Prepare
@@ -41,6 +44,9 @@ func newTapStore(now func() time.Time) *tapStore {
 
 func (s *tapStore) Update(ctx context.Context, fn func(store.Tx) error) error {
 	s.updates.Add(1)
+	if s.panics.Add(-1) >= 0 {
+		panic("store boom")
+	}
 	if s.hold.Add(-1) >= 0 {
 		s.wait()
 		// A store that waits on the network honours ctx here.
@@ -73,6 +79,9 @@ type tapTx struct{ store.Tx }
 func (t tapTx) PutLock(l store.Lock) error {
 	if strings.HasPrefix(l.Key, "poison/") {
 		return errPoisoned
+	}
+	if strings.HasPrefix(l.Key, "panic/") {
+		panic("boom: " + l.Key)
 	}
 	return t.Tx.PutLock(l)
 }
@@ -857,5 +866,110 @@ func TestBatchOperationsAreObservedWhenTheStoreFails(t *testing.T) {
 	want := "lock store unavailable, retry later: store down"
 	if got := obs.list(); !slices.Equal(got, []string{"acquire: " + want, "acquire: " + want, "release: " + want}) {
 		t.Errorf("observed %q", got)
+	}
+}
+
+// waitOrFail waits for wg, and fails the test if that takes a minute:
+// callers left waiting forever are what the test is about.
+func waitOrFail(t *testing.T, wg *sync.WaitGroup, what string) {
+	t.Helper()
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(time.Minute):
+		t.Fatalf("%s: callers still waiting after a minute", what)
+	}
+}
+
+// An operation that panics in a group's transaction panics on its own
+// caller's goroutine, not on the leader's (another caller's), and the
+// other operations of its group are answered as if it had not been
+// there.
+func TestPanickingOperationReachesOnlyItsCaller(t *testing.T) {
+	t.Parallel()
+	s := newTapStore(nil)
+	m := newTapManager(t, s)
+	ctx := context.Background()
+
+	letGo := holdFirst(t, m, s)
+	var (
+		wg          sync.WaitGroup
+		first, last error
+		panicked    any
+	)
+	queue(t, m, &wg, func() { _, first = m.Acquire(ctx, acquireReq("order/1", "s-1")) })
+	queue(t, m, &wg, func() {
+		defer func() { panicked = recover() }()
+		m.Acquire(ctx, acquireReq("panic/1", "s-2"))
+	})
+	queue(t, m, &wg, func() { _, last = m.Acquire(ctx, acquireReq("order/3", "s-3")) })
+	letGo()
+	waitOrFail(t, &wg, "a panic in a group")
+
+	if first != nil || last != nil {
+		t.Fatalf("the group's other operations: %v, %v", first, last)
+	}
+	if msg := fmt.Sprint(panicked); !strings.HasPrefix(msg, "boom: panic/1\n") || !strings.Contains(msg, "tapTx.PutLock") {
+		t.Errorf("the panicking caller recovered %q, want boom and the stack of the goroutine that panicked", msg)
+	}
+	if _, err := m.Acquire(ctx, acquireReq("order/4", "s-4")); err != nil {
+		t.Fatalf("an acquire after the panic: %v", err)
+	}
+	page, err := m.Locks(ctx, holdfast.LockQuery{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var held []string
+	for _, l := range page.Locks {
+		held = append(held, l.Key)
+	}
+	if want := []string{"order/1", "order/3", "order/4"}; !slices.Equal(held, want) {
+		t.Errorf("held %v, want %v", held, want)
+	}
+}
+
+// A panic in the store, outside any operation, is raised again on the
+// goroutine of the group's leader; every other caller of the group is
+// told that nothing was done, and later operations go on.
+func TestStorePanicAnswersTheWholeGroup(t *testing.T) {
+	t.Parallel()
+	s := newTapStore(nil)
+	m := newTapManager(t, s)
+	ctx := context.Background()
+
+	letGo := holdFirst(t, m, s)
+	var (
+		wg       sync.WaitGroup
+		errs     [2]error
+		panicked any
+	)
+	queue(t, m, &wg, func() {
+		defer func() { panicked = recover() }()
+		m.Acquire(ctx, acquireReq("order/1", "s-1"))
+	})
+	queue(t, m, &wg, func() { _, errs[0] = m.Acquire(ctx, acquireReq("order/2", "s-2")) })
+	queue(t, m, &wg, func() { _, errs[1] = m.Heartbeat(ctx, holdfast.HeartbeatRequest{Session: "s-3"}) })
+	s.panics.Store(1)
+	letGo()
+	waitOrFail(t, &wg, "a panic in the store")
+
+	if panicked != "store boom" {
+		t.Errorf("the group's leader recovered %v, want the store's panic", panicked)
+	}
+	for i, err := range errs {
+		if !errors.Is(err, holdfast.ErrUnavailable) {
+			t.Errorf("follower %d: %v, want ErrUnavailable", i, err)
+		}
+	}
+	if _, err := m.Acquire(ctx, acquireReq("order/2", "s-2")); err != nil {
+		t.Fatalf("an acquire after the panic: %v", err)
+	}
+	page, err := m.Locks(ctx, holdfast.LockQuery{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(page.Locks) != 1 || page.Locks[0].Key != "order/2" {
+		t.Errorf("held %v, want order/2 alone", page.Locks)
 	}
 }

@@ -97,9 +97,12 @@ func (m *Manager) apply(ctx context.Context, name string, sc scope, do operation
 	if g, lead := m.groups.join(p); lead {
 		m.lead(p, g)
 	}
-	err := p.err
+	err, panicked := p.err, p.panicked
 	m.observe(name, p.start, err)
 	p.recycle()
+	if panicked != nil {
+		panic(panicked)
+	}
 	return err
 }
 

@@ -460,12 +460,14 @@ func (r *runner) measure(ctx context.Context, s *system, clients int, step func(
 	}
 	sleep(runCtx, r.cfg.Warmup)
 	cpu0, cpuOK := s.server.cpu()
+	busy0, total0, machineOK := machineTimes()
 	measuring.Store(true)
 	start := time.Now()
 	sleep(runCtx, r.cfg.Duration)
 	measuring.Store(false)
 	elapsed := time.Since(start)
 	cpu1, _ := s.server.cpu()
+	busy1, total1, _ := machineTimes()
 	cancel()
 	wg.Wait()
 	if firstErr != nil {
@@ -478,6 +480,10 @@ func (r *runner) measure(ctx context.Context, s *system, clients int, step func(
 	if cpuOK && out.ops > 0 {
 		out.cpuPerOp = (cpu1 - cpu0) / time.Duration(out.ops)
 		out.cpuKnown = true
+	}
+	if machineOK && total1 > total0 {
+		out.busyCPUs = float64(busy1-busy0) / float64(total1-total0) * float64(numCPU())
+		out.busyKnown = true
 	}
 	return out, nil
 }

@@ -71,6 +71,10 @@ func TestServerCostIsReadFromProc(t *testing.T) {
 	if !ok || p.pid != os.Getpid() {
 		t.Fatalf("attach found %+v (%v), want this process %d", p, ok, os.Getpid())
 	}
+	busy0, total0, ok := machineTimes()
+	if !ok {
+		t.Fatal("machineTimes: /proc/stat not read")
+	}
 	// Burn some CPU so that the clock-tick counter moves.
 	deadline := time.Now().Add(50 * time.Millisecond)
 	for n := 0; time.Now().Before(deadline); n++ {
@@ -78,6 +82,9 @@ func TestServerCostIsReadFromProc(t *testing.T) {
 	}
 	if cpu, ok := p.cpu(); !ok || cpu <= 0 {
 		t.Errorf("CPU of this process = %v (%v), want > 0", cpu, ok)
+	}
+	if busy1, total1, ok := machineTimes(); !ok || busy1 <= busy0 || total1-total0 < busy1-busy0 {
+		t.Errorf("machine busy %d → %d of %d → %d ticks (%v), want busy to grow, by no more than all", busy0, busy1, total0, total1, ok)
 	}
 	if rss, ok := rssBytes(p.pid); !ok || rss <= 0 {
 		t.Errorf("RSS of this process = %d (%v), want > 0", rss, ok)

@@ -64,6 +64,36 @@ func statFields(pid int) ([]string, bool) {
 	return strings.Fields(s[i+1:]), true
 }
 
+// machineTimes returns how long the machine's CPUs have been busy, and
+// how long they have run in all, busy or idle, from /proc/stat: a row
+// whose CPUs were not all busy was bound by waiting (the disk, the
+// network, a lock), not by the processors.
+func machineTimes() (busy, total int64, ok bool) {
+	f, err := os.Open("/proc/stat")
+	if err != nil {
+		return 0, 0, false
+	}
+	defer f.Close()
+	line, err := bufio.NewReader(f).ReadString('\n')
+	fields := strings.Fields(line)
+	if err != nil || len(fields) < 9 || fields[0] != "cpu" {
+		return 0, 0, false
+	}
+	// user nice system idle iowait irq softirq steal: idle and iowait
+	// are the idle time; guest time is counted in user already.
+	for i, v := range fields[1:9] {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil {
+			return 0, 0, false
+		}
+		total += n
+		if i != 3 && i != 4 {
+			busy += n
+		}
+	}
+	return busy, total, total > 0
+}
+
 // childrenOf maps each process to its children.
 func childrenOf() map[int][]int {
 	out := map[int][]int{}

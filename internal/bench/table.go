@@ -17,6 +17,10 @@ type row struct {
 	p50, p99 time.Duration
 	cpuPerOp time.Duration
 	cpuKnown bool
+	// busyCPUs is how many of the machine's CPUs were busy on average,
+	// with anything (clients, servers, everything else).
+	busyCPUs  float64
+	busyKnown bool
 	// hot only
 	granted, refused, violations int64
 	// note is extra text (the scale workload's figures).
@@ -47,22 +51,25 @@ func (r row) name() string {
 
 func printTable(w io.Writer, rows []row) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "workload\tsystem\tthroughput\t\tp50\tp99\tserver CPU/op\tnotes\t")
+	fmt.Fprintln(tw, "workload\tsystem\tthroughput\t\tp50\tp99\tserver CPU/op\tCPUs busy\tnotes\t")
 	for _, r := range rows {
 		if r.note != "" && r.ops == 0 {
-			fmt.Fprintf(tw, "%s\t%s\t\t\t\t\t\t%s\t\n", r.workload, r.name(), r.note)
+			fmt.Fprintf(tw, "%s\t%s\t\t\t\t\t\t\t%s\t\n", r.workload, r.name(), r.note)
 			continue
 		}
-		cpu := "-"
+		cpu, busy := "-", "-"
 		if r.cpuKnown {
 			cpu = fmtDuration(r.cpuPerOp)
+		}
+		if r.busyKnown {
+			busy = fmt.Sprintf("%.2f of %d", r.busyCPUs, numCPU())
 		}
 		note := r.note
 		if r.workload == "hot" && r.system.locks() {
 			note = fmt.Sprintf("%d granted, %d refused, %d overlaps", r.granted, r.refused, r.violations)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%.0f\t%s\t%s\t%s\t%s\t%s\t\n", r.workload, r.name(), r.rate(), units[r.workload],
-			fmtDuration(r.p50), fmtDuration(r.p99), cpu, note)
+		fmt.Fprintf(tw, "%s\t%s\t%.0f\t%s\t%s\t%s\t%s\t%s\t%s\t\n", r.workload, r.name(), r.rate(), units[r.workload],
+			fmtDuration(r.p50), fmtDuration(r.p99), cpu, busy, note)
 	}
 	tw.Flush()
 

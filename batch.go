@@ -121,6 +121,10 @@ func (r *batchRun) gather() {
 func (r *batchRun) call(b *batch) {
 	defer func() {
 		if v := recover(); v != nil && r.panicked == nil {
+			if p, ok := v.(*recovered); ok { // an operation's, raised by update
+				r.panicked = p
+				return
+			}
 			r.panicked = &recovered{value: v, stack: debug.Stack()}
 		}
 	}()
@@ -189,10 +193,15 @@ func (b *batch) update(name string, sc scope, do operation) error {
 		return b.skip(name)
 	}
 	p := newPending(nil, name, sc, do, time.Time{})
+	b.ops = append(b.ops, p)
 	if p.run(b.m, b.tx) {
+		if p.panicked != nil {
+			// Raised in fn, as if the operation had not been caught:
+			// the whole batch fails, and Batch raises it on its caller.
+			panic(p.panicked)
+		}
 		b.failed = p.err
 	}
-	b.ops = append(b.ops, p)
 	return p.err
 }
 

@@ -114,8 +114,12 @@ func (p *pending) run(m *Manager, tx store.Tx) (failed bool) {
 var errPanicked = errors.New("holdfast: an operation panicked")
 
 // runOp runs p's operation, keeping a panic for its caller: this may be
-// the goroutine of another caller, who leads the group.
+// the goroutine of another caller, who leads the group. Once it panicked,
+// a store that runs the transaction again does not run it again.
 func (p *pending) runOp() (err error) {
+	if p.panicked != nil {
+		return errPanicked
+	}
 	defer func() {
 		if v := recover(); v != nil {
 			p.panicked = &recovered{value: v, stack: debug.Stack()}
@@ -242,7 +246,9 @@ func (gr *grouper) startLocked() {
 // transaction if it can, and answers every operation of it. An operation
 // that fails other than by refusing is taken out, the others run again
 // without it, and then it runs alone: its failure undoes only its own
-// writes, and no caller gets another's error.
+// writes, and no caller gets another's error. An operation that panics is
+// such a failure, and panics again on its own caller's goroutine (apply);
+// a panic of the store itself goes on on self's.
 func (m *Manager) lead(self *pending, g *group) {
 	ops, ctx := self.self[:], self.ctx
 	if g != nil && len(g.ops) > 1 {
@@ -257,18 +263,24 @@ func (m *Manager) lead(self *pending, g *group) {
 	l.m, l.self, l.ran = m, self, false
 	defer m.groups.done()
 	// unanswered are the operations not answered yet (an answered one
-	// may be another caller's already): if the store panics, they are
-	// told that nothing was done, and the panic goes on here.
+	// may be another caller's already): if the store panics, or ends the
+	// goroutine, they are told that the store failed them, and the panic
+	// goes on here.
 	var alone, unanswered []*pending
+	finished := false
 	defer func() {
-		if v := recover(); v != nil {
-			l.opsRan()
-			for _, p := range unanswered {
-				if p != self {
-					p.err = &UnavailableError{RetryAfter: time.Second, Err: errStorePanicked}
-					p.woken <- nil
-				}
+		if finished {
+			return
+		}
+		v := recover()
+		l.opsRan()
+		for _, p := range unanswered {
+			if p != self {
+				p.err = &UnavailableError{RetryAfter: time.Second, Err: errStorePanicked}
+				p.woken <- nil
 			}
+		}
+		if v != nil {
 			panic(v)
 		}
 	}()
@@ -300,11 +312,12 @@ func (m *Manager) lead(self *pending, g *group) {
 		}
 		l.commit(p.ctx, p.self[:])
 	}
+	finished = true
 }
 
 // errStorePanicked is what the callers of a group learn when the store
 // panicked in its transaction: the panic itself goes on in the leader.
-var errStorePanicked = errors.New("the store panicked in this operation's transaction")
+var errStorePanicked = errors.New("holdfast: the store panicked in this operation's transaction")
 
 // commitAlone commits p in a transaction of its own, outside the groups.
 func (m *Manager) commitAlone(p *pending) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -29,8 +30,15 @@ type tapStore struct {
 	held                chan chan struct{}
 	prepares            bool // the Tx implements store.Preparer
 	// panics is how many of the next transactions panic in the store
-	// itself, before they run anything.
-	panics atomic.Int64
+	// itself, before they run anything; lockPanics counts the writes of
+	// panic/ keys, each of which panics.
+	panics, lockPanics atomic.Int64
+	// exits is how many of the next transactions end their goroutine.
+	exits atomic.Int64
+	// retryNext makes the next transaction run twice, as a store does
+	// after a conflict: its first run, in which writes of retry/ keys
+	// panic, is lost whatever it returns.
+	retryNext atomic.Bool
 
 	mu       sync.Mutex
 	prepared [][2][]string // keys, sessions of each Prepare
@@ -47,6 +55,9 @@ func (s *tapStore) Update(ctx context.Context, fn func(store.Tx) error) error {
 	if s.panics.Add(-1) >= 0 {
 		panic("store boom")
 	}
+	if s.exits.Add(-1) >= 0 {
+		runtime.Goexit() // as testing's FailNow does
+	}
 	if s.hold.Add(-1) >= 0 {
 		s.wait()
 		// A store that waits on the network honours ctx here.
@@ -54,13 +65,19 @@ func (s *tapStore) Update(ctx context.Context, fn func(store.Tx) error) error {
 			return err
 		}
 	}
-	err := s.Store.Update(ctx, func(tx store.Tx) error {
-		t := tapTx{Tx: tx}
+	run := func(t tapTx) error {
 		if s.prepares {
 			return fn(preparingTx{t, s})
 		}
 		return fn(t)
-	})
+	}
+	if s.retryNext.Swap(false) {
+		s.Store.Update(ctx, func(tx store.Tx) error {
+			run(tapTx{Tx: tx, s: s, first: true})
+			return errRetry
+		})
+	}
+	err := s.Store.Update(ctx, func(tx store.Tx) error { return run(tapTx{Tx: tx, s: s}) })
 	if s.holdCommitted.Add(-1) >= 0 {
 		s.wait()
 	}
@@ -74,13 +91,26 @@ func (s *tapStore) wait() {
 	<-release
 }
 
-type tapTx struct{ store.Tx }
+// tapTx is a tapStore's transaction; first marks the lost first run of
+// a transaction that runs twice.
+type tapTx struct {
+	store.Tx
+	s     *tapStore
+	first bool
+}
+
+var errRetry = errors.New("conflict: run the transaction again")
 
 func (t tapTx) PutLock(l store.Lock) error {
 	if strings.HasPrefix(l.Key, "poison/") {
 		return errPoisoned
 	}
 	if strings.HasPrefix(l.Key, "panic/") {
+		t.s.lockPanics.Add(1)
+		panic("boom: " + l.Key)
+	}
+	if strings.HasPrefix(l.Key, "retry/") && t.first {
+		t.s.lockPanics.Add(1)
 		panic("boom: " + l.Key)
 	}
 	return t.Tx.PutLock(l)
@@ -931,9 +961,15 @@ func TestPanickingOperationReachesOnlyItsCaller(t *testing.T) {
 
 // A panic in the store, outside any operation, is raised again on the
 // goroutine of the group's leader; every other caller of the group is
-// told that nothing was done, and later operations go on.
+// told that the store failed them, and later operations go on. So too
+// when the store ends the leader's goroutine.
 func TestStorePanicAnswersTheWholeGroup(t *testing.T) {
 	t.Parallel()
+	t.Run("panic", func(t *testing.T) { t.Parallel(); storeFailsGroup(t, false) })
+	t.Run("Goexit", func(t *testing.T) { t.Parallel(); storeFailsGroup(t, true) })
+}
+
+func storeFailsGroup(t *testing.T, exit bool) {
 	s := newTapStore(nil)
 	m := newTapManager(t, s)
 	ctx := context.Background()
@@ -950,11 +986,19 @@ func TestStorePanicAnswersTheWholeGroup(t *testing.T) {
 	})
 	queue(t, m, &wg, func() { _, errs[0] = m.Acquire(ctx, acquireReq("order/2", "s-2")) })
 	queue(t, m, &wg, func() { _, errs[1] = m.Heartbeat(ctx, holdfast.HeartbeatRequest{Session: "s-3"}) })
-	s.panics.Store(1)
+	if exit {
+		s.exits.Store(1)
+	} else {
+		s.panics.Store(1)
+	}
 	letGo()
 	waitOrFail(t, &wg, "a panic in the store")
 
-	if panicked != "store boom" {
+	if want := any("store boom"); exit {
+		if panicked != nil {
+			t.Errorf("the group's leader recovered %v, want its goroutine ended", panicked)
+		}
+	} else if panicked != want {
 		t.Errorf("the group's leader recovered %v, want the store's panic", panicked)
 	}
 	for i, err := range errs {
@@ -971,5 +1015,74 @@ func TestStorePanicAnswersTheWholeGroup(t *testing.T) {
 	}
 	if len(page.Locks) != 1 || page.Locks[0].Key != "order/2" {
 		t.Errorf("held %v, want order/2 alone", page.Locks)
+	}
+}
+
+// An operation that panics in a batch fails the whole batch, as a panic
+// in the batch's own function does: nothing of it is kept, the operation
+// runs once, and Batch raises the panic on its caller.
+func TestOperationPanicFailsItsBatch(t *testing.T) {
+	t.Parallel()
+	for _, prepares := range []bool{false, true} {
+		t.Run(fmt.Sprintf("prepares=%v", prepares), func(t *testing.T) {
+			t.Parallel()
+			s := newTapStore(nil)
+			s.prepares = prepares
+			m := newTapManager(t, s)
+			ctx := context.Background()
+			learnPreparing(t, m)
+
+			var panicked any
+			func() {
+				defer func() { panicked = recover() }()
+				m.Batch(ctx, func(ctx context.Context) {
+					m.Acquire(ctx, acquireReq("order/1", "s-1"))
+					m.Acquire(ctx, acquireReq("panic/2", "s-2"))
+				})
+			}()
+			if msg := fmt.Sprint(panicked); !strings.HasPrefix(msg, "boom: panic/2\n") || !strings.Contains(msg, "tapTx.PutLock") {
+				t.Errorf("Batch's caller recovered %q, want boom and the stack of the goroutine that panicked", msg)
+			}
+			if n := s.lockPanics.Load(); n != 1 {
+				t.Errorf("the panicking operation ran %d times, want once", n)
+			}
+			page, err := m.Locks(ctx, holdfast.LockQuery{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(page.Locks) != 0 {
+				t.Errorf("held %v after the batch panicked, want nothing", page.Locks)
+			}
+		})
+	}
+}
+
+// An operation that panicked panics on its caller even if the store runs
+// its transaction again: the operation does not run again, and nothing
+// of it is kept.
+func TestPanicOutlivesTheStoresRetry(t *testing.T) {
+	t.Parallel()
+	s := newTapStore(nil)
+	m := newTapManager(t, s)
+	ctx := context.Background()
+
+	s.retryNext.Store(true)
+	var panicked any
+	func() {
+		defer func() { panicked = recover() }()
+		m.Acquire(ctx, acquireReq("retry/1", "s-1"))
+	}()
+	if msg := fmt.Sprint(panicked); !strings.HasPrefix(msg, "boom: retry/1\n") {
+		t.Errorf("the caller recovered %q, want the first run's panic", msg)
+	}
+	if n := s.lockPanics.Load(); n != 1 {
+		t.Errorf("the operation panicked %d times, want once", n)
+	}
+	page, err := m.Locks(ctx, holdfast.LockQuery{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(page.Locks) != 0 {
+		t.Errorf("held %v after the operation panicked, want nothing", page.Locks)
 	}
 }

@@ -899,6 +899,20 @@ func TestBatchOperationsAreObservedWhenTheStoreFails(t *testing.T) {
 	}
 }
 
+// heldKeys lists the keys held, in key order.
+func heldKeys(t *testing.T, m *holdfast.Manager) []string {
+	t.Helper()
+	page, err := m.Locks(context.Background(), holdfast.LockQuery{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var keys []string
+	for _, l := range page.Locks {
+		keys = append(keys, l.Key)
+	}
+	return keys
+}
+
 // waitOrFail waits for wg, and fails the test if that takes a minute:
 // callers left waiting forever are what the test is about.
 func waitOrFail(t *testing.T, wg *sync.WaitGroup, what string) {
@@ -946,15 +960,7 @@ func TestPanickingOperationReachesOnlyItsCaller(t *testing.T) {
 	if _, err := m.Acquire(ctx, acquireReq("order/4", "s-4")); err != nil {
 		t.Fatalf("an acquire after the panic: %v", err)
 	}
-	page, err := m.Locks(ctx, holdfast.LockQuery{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var held []string
-	for _, l := range page.Locks {
-		held = append(held, l.Key)
-	}
-	if want := []string{"order/1", "order/3", "order/4"}; !slices.Equal(held, want) {
+	if held, want := heldKeys(t, m), []string{"order/1", "order/3", "order/4"}; !slices.Equal(held, want) {
 		t.Errorf("held %v, want %v", held, want)
 	}
 }
@@ -1009,12 +1015,8 @@ func storeFailsGroup(t *testing.T, exit bool) {
 	if _, err := m.Acquire(ctx, acquireReq("order/2", "s-2")); err != nil {
 		t.Fatalf("an acquire after the panic: %v", err)
 	}
-	page, err := m.Locks(ctx, holdfast.LockQuery{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(page.Locks) != 1 || page.Locks[0].Key != "order/2" {
-		t.Errorf("held %v, want order/2 alone", page.Locks)
+	if held := heldKeys(t, m); !slices.Equal(held, []string{"order/2"}) {
+		t.Errorf("held %v, want order/2 alone", held)
 	}
 }
 
@@ -1046,12 +1048,8 @@ func TestOperationPanicFailsItsBatch(t *testing.T) {
 			if n := s.lockPanics.Load(); n != 1 {
 				t.Errorf("the panicking operation ran %d times, want once", n)
 			}
-			page, err := m.Locks(ctx, holdfast.LockQuery{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			if len(page.Locks) != 0 {
-				t.Errorf("held %v after the batch panicked, want nothing", page.Locks)
+			if held := heldKeys(t, m); len(held) != 0 {
+				t.Errorf("held %v after the batch panicked, want nothing", held)
 			}
 		})
 	}
@@ -1078,11 +1076,7 @@ func TestPanicOutlivesTheStoresRetry(t *testing.T) {
 	if n := s.lockPanics.Load(); n != 1 {
 		t.Errorf("the operation panicked %d times, want once", n)
 	}
-	page, err := m.Locks(ctx, holdfast.LockQuery{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(page.Locks) != 0 {
-		t.Errorf("held %v after the operation panicked, want nothing", page.Locks)
+	if held := heldKeys(t, m); len(held) != 0 {
+		t.Errorf("held %v after the operation panicked, want nothing", held)
 	}
 }

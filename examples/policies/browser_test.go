@@ -304,8 +304,6 @@ func (s *site) waitLocks(key string, n int) []holdfast.Lock {
 	}
 }
 
-func hhmm(t time.Time) string { return t.UTC().Format("15:04 UTC") }
-
 func TestColleagueSeesTheLockAndClosingTheTabReleasesIt(t *testing.T) {
 	t.Parallel()
 	s := startSite(t)
@@ -317,7 +315,10 @@ func TestColleagueSeesTheLockAndClosingTheTabReleasesIt(t *testing.T) {
 	editor.waitText("Edit policy P-10041", "You are editing this policy.")
 	editor.screenshot("1-editor-holds-the-lock")
 	l := s.waitLocks("policy/1", 1)[0]
-	since, until := hhmm(l.AcquiredAt), hhmm(l.ExpiresAt)
+	// As the pages write them: with the date when it is not today's (a
+	// lock taken after 22:00 UTC ends tomorrow).
+	now := time.Now()
+	since, until := clock(l.AcquiredAt, now), clock(l.ExpiresAt, now)
 
 	ben.open("/policies")
 	ben.waitText("Being edited by Ada Lovelace since " + since)

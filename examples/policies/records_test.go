@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/holdfast/holdfast"
 	"github.com/holdfast/holdfast/examples/policies/records"
@@ -113,4 +114,21 @@ func newJar(t *testing.T) http.CookieJar {
 		t.Fatal(err)
 	}
 	return jar
+}
+
+// Times on pages carry their date only when it is not today's, in UTC.
+func TestClock(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2026, 11, 30, 22, 52, 0, 0, time.UTC)
+	for at, want := range map[time.Time]string{
+		now.Add(-3 * time.Hour):                  "19:52 UTC",
+		now.Add(2 * time.Hour):                   "Dec 1, 00:52 UTC",
+		now.Add(-24 * time.Hour):                 "Nov 29, 22:52 UTC",
+		now.In(time.FixedZone("CET", 3600)):      "22:52 UTC",
+		now.AddDate(1, 0, 0).Add(-2 * time.Hour): "Nov 30, 20:52 UTC",
+	} {
+		if got := clock(at, now); got != want {
+			t.Errorf("clock(%v, %v) = %q, want %q", at, now, got, want)
+		}
+	}
 }

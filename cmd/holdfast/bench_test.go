@@ -7,6 +7,8 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/holdfast/holdfast"
 )
 
 // A short run of every workload through the real binary keeps holdfast
@@ -70,4 +72,44 @@ func TestBenchSmoke(t *testing.T) {
 		t.Errorf("a peer without an address is not reported as skipped:\n%s", &stderr)
 	}
 	t.Logf("peers joined: %v\n%s", joined, out)
+}
+
+// tools/wrk/cycle.lua drives holdfast serve from wrk, a load generator
+// that is not ours (docs/BENCHMARKS.md). A second of it against the real
+// binary keeps the script working: every request is answered 2xx, and
+// whatever is held at the end is a connection's own key, held by its own
+// session.
+func TestWrkCycleScript(t *testing.T) {
+	t.Parallel()
+	wrk, err := exec.LookPath("wrk")
+	if err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("wrk is not installed: .ci/run installs Debian's")
+		}
+		t.Skip("wrk is not installed (Debian: apt-get install wrk)")
+	}
+	p := startServe(t, t.TempDir())
+	out, err := exec.Command(wrk, "-t", "4", "-c", "4", "-d", "1s", "-s", "../../tools/wrk/cycle.lua", p.url).CombinedOutput()
+	if err != nil {
+		t.Fatalf("wrk: %v\n%s", err, out)
+	}
+	if m := regexp.MustCompile(`(\d+) requests in`).FindSubmatch(out); m == nil || len(m[1]) < 2 {
+		t.Errorf("wrk made fewer than 10 requests:\n%s", out)
+	}
+	if bytes.Contains(out, []byte("Non-2xx")) || bytes.Contains(out, []byte("Socket errors")) {
+		t.Errorf("wrk saw failed requests:\n%s", out)
+	}
+	page, err := newClient(t, p.url).Locks(t.Context(), holdfast.LockQuery{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range page.Locks {
+		id, ok := strings.CutPrefix(l.Key, "wrk/")
+		if !ok || l.Owner.Session != "wrk-"+id {
+			t.Errorf("%s is held by %s, want wrk/N held by wrk-N", l.Key, l.Owner.Session)
+		}
+	}
+	if len(page.Locks) > 4 {
+		t.Errorf("%d locks held after wrk's 4 connections", len(page.Locks))
+	}
 }

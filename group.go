@@ -248,7 +248,7 @@ func (gr *grouper) startLocked() {
 // without it, and then it runs alone: its failure undoes only its own
 // writes, and no caller gets another's error. An operation that panics is
 // such a failure, and panics again on its own caller's goroutine (apply);
-// a panic of the store itself goes on on self's.
+// a panic of the store itself is raised again on self's.
 func (m *Manager) lead(self *pending, g *group) {
 	ops, ctx := self.self[:], self.ctx
 	if g != nil && len(g.ops) > 1 {

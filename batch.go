@@ -45,7 +45,7 @@ func (m *Manager) Batch(ctx context.Context, fn func(ctx context.Context)) error
 	// operations it holds, which bound its group's size. Elsewhere the
 	// store merges concurrent commits itself, and a batch commits alone
 	// at once.
-	r := &batchRun{m: m, ctx: ctx, fn: fn}
+	r := &batchRun{m: m, ctx: ctx, fn: fn, b: batch{m: m}}
 	p := newPending(ctx, "batch", scope{batch: r}, r, m.started())
 	if !m.prepares.Load() {
 		m.commitAlone(p)
@@ -90,22 +90,18 @@ type batchRun struct {
 	gathered bool    // touched and size are known
 	// panicked is what fn panicked with, to be raised again on the
 	// Batch caller's goroutine rather than on the group leader's.
-	panicked any
+	panicked *recovered
 }
-
-// errBatchPanicked fails the transaction of a batch whose fn panicked.
-var errBatchPanicked = errors.New("holdfast: a batch's function panicked")
 
 // run runs the batch's operations in o's transaction; settle publishes
 // their audit entries if it commits.
 func (r *batchRun) run(o *op) error {
 	r.b.reset(o.tx)
-	r.b.m = r.m
 	if r.panicked == nil {
 		r.call(&r.b)
 	}
 	if r.panicked != nil {
-		r.b.failed = errBatchPanicked
+		r.b.failed = errPanicked
 	}
 	return r.b.failed
 }

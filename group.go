@@ -110,7 +110,8 @@ func (p *pending) run(m *Manager, tx store.Tx) (failed bool) {
 	return p.err != nil && !isRefusal(p.err)
 }
 
-// errPanicked fails the transaction of an operation that panicked.
+// errPanicked fails the transaction of an operation, or a batch's fn,
+// that panicked.
 var errPanicked = errors.New("holdfast: an operation panicked")
 
 // runOp runs p's operation, keeping a panic for its caller: this may be

@@ -800,13 +800,14 @@ func TestBatchPanicReachesItsOwnCaller(t *testing.T) {
 	)
 	queue(t, m, &wg, func() { _, single = m.Acquire(ctx, acquireReq("order/1", "s-1")) })
 	queue(t, m, &wg, func() {
-		defer func() { panicked = recover() }()
-		m.Batch(ctx, func(ctx context.Context) {
-			if calls++; calls == 2 { // in the group's transaction
+		panicked = panicOf(func() {
+			m.Batch(ctx, func(ctx context.Context) {
+				if calls++; calls == 2 { // in the group's transaction
+					m.Acquire(ctx, acquireReq("order/2", "s-2"))
+					panicInBatch()
+				}
 				m.Acquire(ctx, acquireReq("order/2", "s-2"))
-				panicInBatch()
-			}
-			m.Acquire(ctx, acquireReq("order/2", "s-2"))
+			})
 		})
 	})
 	letGo()
@@ -913,6 +914,13 @@ func heldKeys(t *testing.T, m *holdfast.Manager) []string {
 	return keys
 }
 
+// panicOf calls fn and returns what it panicked with, nil if nothing.
+func panicOf(fn func()) (v any) {
+	defer func() { v = recover() }()
+	fn()
+	return nil
+}
+
 // waitOrFail waits for wg, and fails the test if that takes a minute:
 // callers left waiting forever are what the test is about.
 func waitOrFail(t *testing.T, wg *sync.WaitGroup, what string) {
@@ -943,10 +951,7 @@ func TestPanickingOperationReachesOnlyItsCaller(t *testing.T) {
 		panicked    any
 	)
 	queue(t, m, &wg, func() { _, first = m.Acquire(ctx, acquireReq("order/1", "s-1")) })
-	queue(t, m, &wg, func() {
-		defer func() { panicked = recover() }()
-		m.Acquire(ctx, acquireReq("panic/1", "s-2"))
-	})
+	queue(t, m, &wg, func() { panicked = panicOf(func() { m.Acquire(ctx, acquireReq("panic/1", "s-2")) }) })
 	queue(t, m, &wg, func() { _, last = m.Acquire(ctx, acquireReq("order/3", "s-3")) })
 	letGo()
 	waitOrFail(t, &wg, "a panic in a group")
@@ -986,10 +991,7 @@ func storeFailsGroup(t *testing.T, exit bool) {
 		errs     [2]error
 		panicked any
 	)
-	queue(t, m, &wg, func() {
-		defer func() { panicked = recover() }()
-		m.Acquire(ctx, acquireReq("order/1", "s-1"))
-	})
+	queue(t, m, &wg, func() { panicked = panicOf(func() { m.Acquire(ctx, acquireReq("order/1", "s-1")) }) })
 	queue(t, m, &wg, func() { _, errs[0] = m.Acquire(ctx, acquireReq("order/2", "s-2")) })
 	queue(t, m, &wg, func() { _, errs[1] = m.Heartbeat(ctx, holdfast.HeartbeatRequest{Session: "s-3"}) })
 	if exit {
@@ -1034,14 +1036,12 @@ func TestOperationPanicFailsItsBatch(t *testing.T) {
 			ctx := context.Background()
 			learnPreparing(t, m)
 
-			var panicked any
-			func() {
-				defer func() { panicked = recover() }()
+			panicked := panicOf(func() {
 				m.Batch(ctx, func(ctx context.Context) {
 					m.Acquire(ctx, acquireReq("order/1", "s-1"))
 					m.Acquire(ctx, acquireReq("panic/2", "s-2"))
 				})
-			}()
+			})
 			if msg := fmt.Sprint(panicked); !strings.HasPrefix(msg, "boom: panic/2\n") || !strings.Contains(msg, "tapTx.PutLock") {
 				t.Errorf("Batch's caller recovered %q, want boom and the stack of the goroutine that panicked", msg)
 			}
@@ -1065,11 +1065,7 @@ func TestPanicOutlivesTheStoresRetry(t *testing.T) {
 	ctx := context.Background()
 
 	s.retryNext.Store(true)
-	var panicked any
-	func() {
-		defer func() { panicked = recover() }()
-		m.Acquire(ctx, acquireReq("retry/1", "s-1"))
-	}()
+	panicked := panicOf(func() { m.Acquire(ctx, acquireReq("retry/1", "s-1")) })
 	if msg := fmt.Sprint(panicked); !strings.HasPrefix(msg, "boom: retry/1\n") {
 		t.Errorf("the caller recovered %q, want the first run's panic", msg)
 	}

@@ -71,10 +71,12 @@ func newQueries(schema string) queries {
 		// they pass, so later scans skip them. Generic plans always: with
 		// those scans the planner would otherwise judge a generic plan
 		// dearer than a custom one and plan some statements anew on every
-		// call.
+		// call. Never parallel: once a table passes a few megabytes (dead
+		// rows count) PostgreSQL would start workers for a lookup of a few
+		// rows, and every transaction waited milliseconds for them.
 		takeLocksInOrder: `/* ` + s + `.take_locks */ SELECT count(CASE WHEN x THEN pg_advisory_xact_lock(id) ELSE pg_advisory_xact_lock_shared(id) END),
 				set_config('enable_seqscan', 'off', true), set_config('enable_bitmapscan', 'off', true),
-				set_config('plan_cache_mode', 'force_generic_plan', true)
+				set_config('plan_cache_mode', 'force_generic_plan', true), set_config('max_parallel_workers_per_gather', '0', true)
 			FROM unnest($1::bigint[], $2::boolean[]) AS l (id, x)`,
 		// $1 tokens and $2 audit ids; startDraw also reads a write
 		// transaction's clock, whether any aggregate is mapped and the

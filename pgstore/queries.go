@@ -15,6 +15,7 @@ type queries struct {
 	session, checkSession                     string
 	sessionsByID, idleSessions, endedSessions string
 
+	planRead  string
 	startRead string
 
 	aggregates, aggregatesOf, allAggregates string
@@ -45,6 +46,22 @@ const (
 		$10::timestamptz[], $11::timestamptz[], $12::text[], $13::text[], $14::text[]`
 )
 
+// plannerSettings set the planner for the rest of a transaction
+// (set_config(…, true) is SET LOCAL). Every statement of the store looks
+// its rows up by key, so an index scan is always right for it, and a
+// connection keeps the generic plan it makes first. Made while the tables
+// were small or not yet analyzed (a new schema, autovacuum off), that plan
+// would scan the whole table, dead rows and all, on every call ever after.
+// Plain index scans, not bitmap scans: they mark the dead index entries
+// they pass, so later scans skip them. Generic plans always: with those
+// scans the planner would otherwise judge a generic plan dearer than a
+// custom one and plan some statements anew on every call. Never parallel:
+// once a table passes a few megabytes (dead rows count), PostgreSQL would
+// start workers for a lookup of a few rows, and every transaction would
+// wait milliseconds for them.
+const plannerSettings = `set_config('enable_seqscan', 'off', true), set_config('enable_bitmapscan', 'off', true),
+	set_config('plan_cache_mode', 'force_generic_plan', true), set_config('max_parallel_workers_per_gather', '0', true)`
+
 func newQueries(schema string) queries {
 	s := quote(schema)
 	return queries{
@@ -55,28 +72,11 @@ func newQueries(schema string) queries {
 		// in a transaction's first round trip: the same ascending order
 		// (a function scan yields the array's elements in order) without
 		// a call of plpgsql per lock. The comment names it in
-		// pg_stat_activity.
-		//
-		// In the first round trip of a write transaction that takes locks
-		// (every operation's does; read transactions and the sweep's that
-		// find nothing take none, and plan with the server's settings) it
-		// also sets the planner for the rest of the transaction
-		// (set_config(…, true) is SET LOCAL):
-		// every statement of the store looks rows up by key, so an index
-		// scan is always right for it, and a connection keeps the generic
-		// plan it makes first. Made while the tables were small or not yet
-		// analyzed (a new schema, autovacuum off), that plan would scan the
-		// whole table, dead rows and all, on every call ever after. Plain
-		// index scans, not bitmap scans: they mark the dead index entries
-		// they pass, so later scans skip them. Generic plans always: with
-		// those scans the planner would otherwise judge a generic plan
-		// dearer than a custom one and plan some statements anew on every
-		// call. Never parallel: once a table passes a few megabytes (dead
-		// rows count) PostgreSQL would start workers for a lookup of a few
-		// rows, and every transaction waited milliseconds for them.
+		// pg_stat_activity. It is the first statement after BEGIN of
+		// every write transaction (each takes the aggregates lock at
+		// least), and sets the planner for the rest of it.
 		takeLocksInOrder: `/* ` + s + `.take_locks */ SELECT count(CASE WHEN x THEN pg_advisory_xact_lock(id) ELSE pg_advisory_xact_lock_shared(id) END),
-				set_config('enable_seqscan', 'off', true), set_config('enable_bitmapscan', 'off', true),
-				set_config('plan_cache_mode', 'force_generic_plan', true), set_config('max_parallel_workers_per_gather', '0', true)
+				` + plannerSettings + `
 			FROM unnest($1::bigint[], $2::boolean[]) AS l (id, x)`,
 		// $1 tokens and $2 audit ids; startDraw also reads a write
 		// transaction's clock, whether any aggregate is mapped and the
@@ -92,6 +92,11 @@ func newQueries(schema string) queries {
 			now(), EXISTS (SELECT FROM ` + s + `.aggregates), a.members, a.roots
 			FROM (SELECT array_agg(member) AS members, array_agg(root) AS roots
 				FROM ` + s + `.aggregates WHERE member = ANY($3::text[])) a`,
+		// A read transaction takes no lock, and sets the planner with a
+		// statement of its own, first: reads and writes send some of the
+		// same statements, and a connection keeps the plan either makes
+		// first.
+		planRead:  `SELECT ` + plannerSettings,
 		startRead: `SELECT now(), EXISTS (SELECT FROM ` + s + `.aggregates)`,
 
 		lock: `SELECT ` + lockCols + ` FROM ` + s + `.locks WHERE key = $1 AND session = $2`,

@@ -144,6 +144,7 @@ func (t *tx) start(b *pgx.Batch) {
 		return
 	}
 	b.Queue(`BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY`)
+	b.Queue(t.s.q.planRead)
 	t.flush(b)
 	b.Queue(t.s.q.startRead).QueryRow(func(row pgx.Row) error {
 		var anyAggregates bool

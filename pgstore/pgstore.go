@@ -48,7 +48,7 @@ type Config struct {
 type Store struct {
 	pool   *pgxpool.Pool
 	schema string
-	q      queries
+	q, rq  queries // the statements of write and of read transactions
 	now    func() time.Time
 	log    *slog.Logger
 	closed atomic.Bool
@@ -75,10 +75,12 @@ func New(ctx context.Context, pool *pgxpool.Pool, cfg Config) (*Store, error) {
 	if err := checkVersion(ctx, pool, cfg.Schema); err != nil {
 		return nil, err
 	}
+	q := newQueries(cfg.Schema)
 	return &Store{
 		pool:     pool,
 		schema:   cfg.Schema,
-		q:        newQueries(cfg.Schema),
+		q:        q,
+		rq:       q.forReads(),
 		now:      cfg.Now,
 		log:      cfg.Logger,
 		notify:   cfg.Notify,
@@ -198,8 +200,9 @@ func (s *Store) begin(ctx context.Context, write bool, learned map[int64]bool) (
 	if err != nil {
 		return nil, fmt.Errorf("pgstore: acquire a connection: %w", err)
 	}
-	t := &tx{s: s, ctx: ctx, conn: conn, write: write}
+	t := &tx{s: s, q: &s.rq, ctx: ctx, conn: conn, write: write}
 	if write {
+		t.q = &s.q
 		for id, x := range learned {
 			t.locks.need(id, x)
 		}

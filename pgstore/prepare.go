@@ -102,19 +102,19 @@ func (t *tx) readAhead(keys, sessions, reporting, unknownAggregates []string) er
 			t.queueAggregates(b, unknownAggregates)
 		}
 		if len(read) > 0 || len(readSessions) > 0 {
-			b.Queue(t.s.q.locksAhead, exact, low, high, readSessions).Query(func(rows pgx.Rows) (err error) {
+			b.Queue(t.q.locksAhead, exact, low, high, readSessions).Query(func(rows pgx.Rows) (err error) {
 				found, err = scanLocks(rows)
 				return err
 			})
 		}
 		if len(readSessions) > 0 {
-			b.Queue(t.s.q.sessionsByID, readSessions).Query(func(rows pgx.Rows) (err error) {
+			b.Queue(t.q.sessionsByID, readSessions).Query(func(rows pgx.Rows) (err error) {
 				foundSessions, err = scanSessions(rows)
 				return err
 			})
 		}
 		if len(readLost) > 0 {
-			b.Queue(t.s.q.sessionsLost, readLost).Query(func(rows pgx.Rows) error {
+			b.Queue(t.q.sessionsLost, readLost).Query(func(rows pgx.Rows) error {
 				for rows.Next() {
 					l, err := scanLost(rows)
 					if err != nil {

@@ -15,7 +15,6 @@ type queries struct {
 	session, checkSession                     string
 	sessionsByID, idleSessions, endedSessions string
 
-	planRead  string
 	startRead string
 
 	aggregates, aggregatesOf, allAggregates string
@@ -46,8 +45,8 @@ const (
 		$10::timestamptz[], $11::timestamptz[], $12::text[], $13::text[], $14::text[]`
 )
 
-// plannerSettings set the planner for the rest of a transaction
-// (set_config(…, true) is SET LOCAL). Every statement of the store looks
+// plannerSettings set the planner for the rest of a write transaction
+// (set_config(…, true) is SET LOCAL). Every statement a write sends looks
 // its rows up by key, so an index scan is always right for it, and a
 // connection keeps the generic plan it makes first. Made while the tables
 // were small or not yet analyzed (a new schema, autovacuum off), that plan
@@ -92,11 +91,6 @@ func newQueries(schema string) queries {
 			now(), EXISTS (SELECT FROM ` + s + `.aggregates), a.members, a.roots
 			FROM (SELECT array_agg(member) AS members, array_agg(root) AS roots
 				FROM ` + s + `.aggregates WHERE member = ANY($3::text[])) a`,
-		// A read transaction takes no lock, and sets the planner with a
-		// statement of its own, first: reads and writes send some of the
-		// same statements, and a connection keeps the plan either makes
-		// first.
-		planRead:  `SELECT ` + plannerSettings,
 		startRead: `SELECT now(), EXISTS (SELECT FROM ` + s + `.aggregates)`,
 
 		lock: `SELECT ` + lockCols + ` FROM ` + s + `.locks WHERE key = $1 AND session = $2`,
@@ -143,6 +137,29 @@ func newQueries(schema string) queries {
 		pruneAudit: `DELETE FROM ` + s + `.audit WHERE id IN (
 			SELECT id FROM ` + s + `.audit WHERE at < $1 ORDER BY at, id LIMIT $2)`,
 	}
+}
+
+// readMark starts the statements of read transactions (see forReads).
+const readMark = "/* read */ "
+
+// forReads returns q with each statement marked as a read's. PostgreSQL
+// keeps one plan per statement text and connection, and a read plans with
+// the server's settings (custom plans, bitmap scans for the listings by
+// key or time), where a write forces generic plans of plain index scans
+// (plannerSettings): each kind must keep plans of its own, or the plan
+// one made first would serve the other.
+func (q queries) forReads() queries {
+	for _, stmt := range []*string{
+		&q.takeLocks, &q.takeLocksInOrder, &q.draw, &q.startDraw,
+		&q.lock, &q.related, &q.locksAhead, &q.sessionLocks, &q.locksByRef, &q.expiredLocks,
+		&q.session, &q.checkSession, &q.sessionsByID, &q.idleSessions, &q.endedSessions,
+		&q.startRead, &q.aggregates, &q.aggregatesOf, &q.allAggregates, &q.putAggregate, &q.deleteAggregate,
+		&q.lost, &q.sessionsLost, &q.lostBefore, &q.pruneAudit,
+	} {
+		*stmt = readMark + *stmt
+	}
+	q.writes = nil // reads write nothing
+	return q
 }
 
 // briefWait is how long a transaction waits for a lock out of order

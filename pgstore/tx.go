@@ -23,6 +23,7 @@ import (
 // same transaction read it without a round trip (see also Prepare).
 type tx struct {
 	s     *Store
+	q     *queries // the store's for writes, or its reads' (forReads)
 	ctx   context.Context
 	conn  *pgxpool.Conn
 	write bool
@@ -144,9 +145,8 @@ func (t *tx) start(b *pgx.Batch) {
 		return
 	}
 	b.Queue(`BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY`)
-	b.Queue(t.s.q.planRead)
 	t.flush(b)
-	b.Queue(t.s.q.startRead).QueryRow(func(row pgx.Row) error {
+	b.Queue(t.q.startRead).QueryRow(func(row pgx.Row) error {
 		var anyAggregates bool
 		if err := row.Scan(&t.now, &anyAggregates); err != nil {
 			return err
@@ -177,10 +177,10 @@ func (t *tx) queueDraw(b *pgx.Batch) {
 	if !t.starting && t.wantTokens <= 0 && t.wantAuditIDs <= 0 {
 		return
 	}
-	starting, sql, args := t.starting, t.s.q.draw, []any{max(t.wantTokens, 0), max(t.wantAuditIDs, 0)}
+	starting, sql, args := t.starting, t.q.draw, []any{max(t.wantTokens, 0), max(t.wantAuditIDs, 0)}
 	names := t.drawAggregates
 	if starting {
-		sql, args = t.s.q.startDraw, append(args, names)
+		sql, args = t.q.startDraw, append(args, names)
 	}
 	b.Queue(sql, args...).QueryRow(func(row pgx.Row) error {
 		var (
@@ -215,9 +215,9 @@ func (t *tx) queueDraw(b *pgx.Batch) {
 func (t *tx) flush(b *pgx.Batch) {
 	if ids, x, wait := t.locks.take(); len(ids) > 0 {
 		if slices.Contains(wait, false) {
-			b.Queue(t.s.q.takeLocks, ids, x, wait)
+			b.Queue(t.q.takeLocks, ids, x, wait)
 		} else {
-			b.Queue(t.s.q.takeLocksInOrder, ids, x)
+			b.Queue(t.q.takeLocksInOrder, ids, x)
 		}
 	}
 	for _, c := range t.checks {
@@ -331,7 +331,7 @@ func (t *tx) lockSession(id string) {
 	}
 	t.locks.need(lid, true)
 	if v, ok := t.seen[id]; ok {
-		t.checks = append(t.checks, queued{t.s.q.checkSession, []any{id, v}})
+		t.checks = append(t.checks, queued{t.q.checkSession, []any{id, v}})
 		delete(t.seen, id)
 	}
 }
@@ -387,7 +387,7 @@ func (t *tx) Lock(key, session string) (store.Lock, bool, error) {
 		found bool
 	)
 	err := t.exchange(func(b *pgx.Batch) {
-		b.Queue(t.s.q.lock, key, session).Query(func(rows pgx.Rows) error {
+		b.Queue(t.q.lock, key, session).Query(func(rows pgx.Rows) error {
 			for rows.Next() {
 				var err error
 				if l, err = scanLock(rows); err != nil {
@@ -422,7 +422,7 @@ func (t *tx) Related(key string, fn func(store.Lock) bool) error {
 	}
 	var found []store.Lock
 	err := t.exchange(func(b *pgx.Batch) {
-		b.Queue(t.s.q.related, ancestorsAndSelf(key), key+"/", key+"0").Query(func(rows pgx.Rows) error {
+		b.Queue(t.q.related, ancestorsAndSelf(key), key+"/", key+"0").Query(func(rows pgx.Rows) error {
 			var err error
 			found, err = scanLocks(rows)
 			return err
@@ -461,7 +461,7 @@ func (t *tx) SessionLocks(session string) ([]store.Lock, error) {
 	t.lockSession(session)
 	var found []store.Lock
 	err := t.exchange(func(b *pgx.Batch) {
-		b.Queue(t.s.q.sessionLocks, session).Query(func(rows pgx.Rows) (err error) {
+		b.Queue(t.q.sessionLocks, session).Query(func(rows pgx.Rows) (err error) {
 			found, err = scanLocks(rows)
 			return err
 		})
@@ -479,7 +479,7 @@ func (t *tx) SessionLocks(session string) ([]store.Lock, error) {
 func (t *tx) ExpiredLocks(now time.Time, limit int) ([]store.Lock, error) {
 	var found []store.Lock
 	err := t.exchange(func(b *pgx.Batch) {
-		b.Queue(t.s.q.expiredLocks, now, limitOf(limit)).Query(func(rows pgx.Rows) error {
+		b.Queue(t.q.expiredLocks, now, limitOf(limit)).Query(func(rows pgx.Rows) error {
 			var err error
 			found, err = scanLocks(rows)
 			return err
@@ -494,7 +494,7 @@ func (t *tx) ExpiredLocks(now time.Time, limit int) ([]store.Lock, error) {
 		keys[i], sessions[i] = l.Key, l.Session
 	}
 	err = t.exchange(func(b *pgx.Batch) {
-		b.Queue(t.s.q.locksByRef, keys, sessions, now).Query(func(rows pgx.Rows) error {
+		b.Queue(t.q.locksByRef, keys, sessions, now).Query(func(rows pgx.Rows) error {
 			var err error
 			found, err = scanLocks(rows)
 			return err
@@ -526,7 +526,7 @@ func (t *tx) Locks(q store.LockQuery) ([]store.Lock, error) {
 	if q.User != "" {
 		w.add("user_id = ?", q.User)
 	}
-	sql := `SELECT ` + lockCols + ` FROM ` + t.s.q.schema + `.locks` + w.String() +
+	sql := `SELECT ` + lockCols + ` FROM ` + t.q.schema + `.locks` + w.String() +
 		` ORDER BY key, session LIMIT ` + w.arg(limitOf(q.Limit))
 	var found []store.Lock
 	err := t.exchange(func(b *pgx.Batch) {
@@ -554,7 +554,7 @@ func (t *tx) Session(id string) (store.Session, bool, error) {
 		version string
 	)
 	err := t.exchange(func(b *pgx.Batch) {
-		b.Queue(t.s.q.session, id).Query(func(rows pgx.Rows) error {
+		b.Queue(t.q.session, id).Query(func(rows pgx.Rows) error {
 			for rows.Next() {
 				var err error
 				if s, version, err = scanVersionedSession(rows); err != nil {
@@ -588,7 +588,7 @@ func (t *tx) Session(id string) (store.Session, bool, error) {
 // keeping those still idle: a session that came back meanwhile must not
 // be ended.
 func (t *tx) IdleSessions(now time.Time, limit int) ([]store.Session, error) {
-	found, err := t.sessionsWhere(t.s.q.idleSessions, now, limit)
+	found, err := t.sessionsWhere(t.q.idleSessions, now, limit)
 	if err != nil || !t.write {
 		return found, err
 	}
@@ -607,7 +607,7 @@ func (t *tx) Sessions(q store.SessionQuery) ([]store.Session, error) {
 	if q.User != "" {
 		w.add("user_id = ?", q.User)
 	}
-	sql := `SELECT ` + sessionCols + ` FROM ` + t.s.q.schema + `.sessions` + w.String() +
+	sql := `SELECT ` + sessionCols + ` FROM ` + t.q.schema + `.sessions` + w.String() +
 		` ORDER BY id LIMIT ` + w.arg(limitOf(q.Limit))
 	var found []store.Session
 	err := t.exchange(func(b *pgx.Batch) {
@@ -623,7 +623,7 @@ func (t *tx) Sessions(q store.SessionQuery) ([]store.Session, error) {
 // EndedSessions finds candidates, then locks them and reads them again,
 // keeping those still ended: a session started anew must not be deleted.
 func (t *tx) EndedSessions(before time.Time, limit int) ([]store.Session, error) {
-	found, err := t.sessionsWhere(t.s.q.endedSessions, before, limit)
+	found, err := t.sessionsWhere(t.q.endedSessions, before, limit)
 	if err != nil || !t.write {
 		return found, err
 	}
@@ -657,7 +657,7 @@ func (t *tx) relockSessions(found []store.Session, keep func(store.Session) bool
 	}
 	var again []store.Session
 	err := t.exchange(func(b *pgx.Batch) {
-		b.Queue(t.s.q.sessionsByID, ids).Query(func(rows pgx.Rows) error {
+		b.Queue(t.q.sessionsByID, ids).Query(func(rows pgx.Rows) error {
 			var err error
 			again, err = scanSessions(rows)
 			return err
@@ -710,7 +710,7 @@ func (t *tx) queueAggregates(b *pgx.Batch, names []string) {
 		t.drawAggregates = append(t.drawAggregates, names...)
 		return
 	}
-	b.Queue(t.s.q.aggregatesOf, names).Query(func(rows pgx.Rows) error {
+	b.Queue(t.q.aggregatesOf, names).Query(func(rows pgx.Rows) error {
 		found := make(map[string]string)
 		for rows.Next() {
 			var m, r string
@@ -743,9 +743,9 @@ func (t *tx) knowAggregates(names []string, found map[string]string) {
 
 func (t *tx) Aggregates(root string) ([]store.Aggregate, error) {
 	t.lockAggregates(false)
-	sql, args := t.s.q.allAggregates, []any(nil)
+	sql, args := t.q.allAggregates, []any(nil)
 	if root != "" {
-		sql, args = t.s.q.aggregates, []any{root}
+		sql, args = t.q.aggregates, []any{root}
 	}
 	var out []store.Aggregate
 	err := t.exchange(func(b *pgx.Batch) {
@@ -767,11 +767,11 @@ func (t *tx) Lost(session string) ([]store.Lost, error) {
 	if cached, ok := t.lost[session]; ok {
 		return slices.Clone(cached), t.err
 	}
-	return t.lostWhere(t.s.q.lost, session)
+	return t.lostWhere(t.q.lost, session)
 }
 
 func (t *tx) LostBefore(before time.Time, limit int) ([]store.Lost, error) {
-	return t.lostWhere(t.s.q.lostBefore, before, limitOf(limit))
+	return t.lostWhere(t.q.lostBefore, before, limitOf(limit))
 }
 
 func (t *tx) lostWhere(sql string, args ...any) ([]store.Lost, error) {
@@ -818,7 +818,7 @@ func (t *tx) Audit(q store.AuditQuery) ([]store.AuditEntry, error) {
 	if !q.Since.IsZero() {
 		w.add("at >= ?", q.Since)
 	}
-	sql := `SELECT id, at, event, ` + lockCols + `, actor, reason FROM ` + t.s.q.schema + `.audit` + w.String() +
+	sql := `SELECT id, at, event, ` + lockCols + `, actor, reason FROM ` + t.q.schema + `.audit` + w.String() +
 		` ORDER BY ` + order + ` LIMIT ` + w.arg(limitOf(q.Limit))
 	var out []store.AuditEntry
 	err := t.exchange(func(b *pgx.Batch) {
@@ -933,7 +933,7 @@ func (t *tx) rememberSession(s store.Session, id string, exists bool) *store.Ses
 func (t *tx) PutAggregate(a store.Aggregate) error {
 	t.lockAggregates(true)
 	t.noAggregates = false
-	t.writes.other = append(t.writes.other, queued{t.s.q.putAggregate, []any{a.Member, a.Root}})
+	t.writes.other = append(t.writes.other, queued{t.q.putAggregate, []any{a.Member, a.Root}})
 	t.durable = true
 	if t.aggs == nil {
 		t.aggs = make(map[string]*string)
@@ -944,7 +944,7 @@ func (t *tx) PutAggregate(a store.Aggregate) error {
 
 func (t *tx) DeleteAggregate(member string) error {
 	t.lockAggregates(true)
-	t.writes.other = append(t.writes.other, queued{t.s.q.deleteAggregate, []any{member}})
+	t.writes.other = append(t.writes.other, queued{t.q.deleteAggregate, []any{member}})
 	t.durable = true
 	if t.aggs == nil {
 		t.aggs = make(map[string]*string)
@@ -1010,7 +1010,7 @@ func (t *tx) PruneAudit(before time.Time, limit int) (int, error) {
 	t.durable = true
 	var n int64
 	err := t.exchange(func(b *pgx.Batch) {
-		b.Queue(t.s.q.pruneAudit, before, limitOf(limit)).Exec(func(ct pgconn.CommandTag) error {
+		b.Queue(t.q.pruneAudit, before, limitOf(limit)).Exec(func(ct pgconn.CommandTag) error {
 			n = ct.RowsAffected()
 			return nil
 		})

@@ -79,6 +79,9 @@ func TestPlansUseIndexesOnANewSchema(t *testing.T) {
 		if err == nil {
 			_, err = m.Sessions(ctx, holdfast.SessionQuery{Session: o.Session})
 		}
+		if err == nil { // the listing the sweep sends too
+			_, err = m.Sessions(ctx, holdfast.SessionQuery{})
+		}
 		return err
 	}
 	work := func(t *testing.T) {
@@ -88,7 +91,7 @@ func TestPlansUseIndexesOnANewSchema(t *testing.T) {
 			}
 		}
 		for range 20 {
-			for _, err := range []error{acquire(ctx), release(ctx), batch(acquire), batch(heartbeat), batch(release), read()} {
+			for _, err := range []error{acquire(ctx), release(ctx), batch(acquire), batch(heartbeat), batch(release), read(), m.Sweep(ctx)} {
 				if err != nil {
 					t.Fatal(err)
 				}

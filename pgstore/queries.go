@@ -28,6 +28,9 @@ type queries struct {
 	writes *writeStatements
 
 	schema string // quoted
+	// mark starts the listings built as they are needed: readMark in
+	// reads, so that their plans are kept apart too (see forReads).
+	mark string
 }
 
 const lockCols = `key, session, user_id, name, shared, token, acquired_at, expires_at, note`
@@ -46,8 +49,8 @@ const (
 )
 
 // plannerSettings set the planner for the rest of a write transaction
-// (set_config(…, true) is SET LOCAL). Every statement a write sends looks
-// its rows up by key, so an index scan is always right for it, and a
+// (set_config(…, true) is SET LOCAL). Every statement a write sends finds
+// its rows through an index, so an index scan is always right for it, and a
 // connection keeps the generic plan it makes first. Made while the tables
 // were small or not yet analyzed (a new schema, autovacuum off), that plan
 // would scan the whole table, dead rows and all, on every call ever after.
@@ -159,6 +162,7 @@ func (q queries) forReads() queries {
 		*stmt = readMark + *stmt
 	}
 	q.writes = nil // reads write nothing
+	q.mark = readMark
 	return q
 }
 

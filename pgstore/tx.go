@@ -224,7 +224,7 @@ func (t *tx) flush(b *pgx.Batch) {
 		b.Queue(c.sql, c.args...)
 	}
 	t.checks = t.checks[:0]
-	t.writes.flush(b, &t.s.q)
+	t.writes.flush(b, &t.s.q) // the writes' statements: a read queues none
 }
 
 // send makes one round trip with b.
@@ -526,7 +526,7 @@ func (t *tx) Locks(q store.LockQuery) ([]store.Lock, error) {
 	if q.User != "" {
 		w.add("user_id = ?", q.User)
 	}
-	sql := `SELECT ` + lockCols + ` FROM ` + t.q.schema + `.locks` + w.String() +
+	sql := t.q.mark + `SELECT ` + lockCols + ` FROM ` + t.q.schema + `.locks` + w.String() +
 		` ORDER BY key, session LIMIT ` + w.arg(limitOf(q.Limit))
 	var found []store.Lock
 	err := t.exchange(func(b *pgx.Batch) {
@@ -607,7 +607,7 @@ func (t *tx) Sessions(q store.SessionQuery) ([]store.Session, error) {
 	if q.User != "" {
 		w.add("user_id = ?", q.User)
 	}
-	sql := `SELECT ` + sessionCols + ` FROM ` + t.q.schema + `.sessions` + w.String() +
+	sql := t.q.mark + `SELECT ` + sessionCols + ` FROM ` + t.q.schema + `.sessions` + w.String() +
 		` ORDER BY id LIMIT ` + w.arg(limitOf(q.Limit))
 	var found []store.Session
 	err := t.exchange(func(b *pgx.Batch) {
@@ -818,7 +818,7 @@ func (t *tx) Audit(q store.AuditQuery) ([]store.AuditEntry, error) {
 	if !q.Since.IsZero() {
 		w.add("at >= ?", q.Since)
 	}
-	sql := `SELECT id, at, event, ` + lockCols + `, actor, reason FROM ` + t.q.schema + `.audit` + w.String() +
+	sql := t.q.mark + `SELECT id, at, event, ` + lockCols + `, actor, reason FROM ` + t.q.schema + `.audit` + w.String() +
 		` ORDER BY ` + order + ` LIMIT ` + w.arg(limitOf(q.Limit))
 	var out []store.AuditEntry
 	err := t.exchange(func(b *pgx.Batch) {

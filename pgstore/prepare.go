@@ -179,18 +179,21 @@ func (t *tx) resolveHint(keys []string) (resolved, unknown []string, err error) 
 	return resolved, t.unknownAggregates(resolved), nil
 }
 
-// unknownAggregates lists the keys and ancestors whose mappings t.aggs
-// does not hold.
+// unknownAggregates lists, sorted, the keys and ancestors whose mappings
+// t.aggs does not hold. Sorted and compacted, not searched as the list
+// grows: a group of batches names thousands of keys, and the search took
+// a third of the server's CPU under the aggregate workload.
 func (t *tx) unknownAggregates(keys []string) []string {
 	var out []string
 	for _, k := range keys {
 		for _, a := range ancestorsAndSelf(k) {
-			if _, known := t.aggs[a]; !known && !slices.Contains(out, a) {
+			if _, known := t.aggs[a]; !known {
 				out = append(out, a)
 			}
 		}
 	}
-	return out
+	slices.Sort(out)
+	return slices.Compact(out)
 }
 
 // resolveKnown maps key through the mappings t.aggs holds, as far as they

@@ -2,6 +2,7 @@ package pgstore
 
 import (
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -23,5 +24,17 @@ func TestReadStatementsAreMarked(t *testing.T) {
 	}
 	if q.mark != readMark {
 		t.Errorf("the reads' listings are marked %q", q.mark)
+	}
+}
+
+// unknownAggregates names each unknown key or ancestor once, however many
+// keys share it, and leaves out those whose mappings are known.
+func TestUnknownAggregatesAreListedOnce(t *testing.T) {
+	root := "policy/1"
+	tx := &tx{aggs: map[string]*string{"claim/7": &root, "claim": nil}}
+	got := tx.unknownAggregates([]string{"order/2/line/1", "order/1", "order/2/line/1", "claim/7/note", "order/2"})
+	want := []string{"claim/7/note", "order", "order/1", "order/2", "order/2/line", "order/2/line/1"}
+	if !slices.Equal(got, want) {
+		t.Errorf("unknownAggregates = %q, want %q", got, want)
 	}
 }

@@ -128,8 +128,26 @@ func TestRoundTrips(t *testing.T) {
 		return err
 	})
 
+	// An operation on many keys, alone, is prepared as a batch is: a round
+	// trip per key otherwise.
+	var eight []string
+	for i := range 8 {
+		eight = append(eight, fmt.Sprintf("claim/%d", i))
+	}
+	acquireEight := func() error {
+		_, err := m.Acquire(ctx, holdfast.AcquireRequest{Keys: eight, Owner: o})
+		return err
+	}
+	releaseEight := func() error {
+		res, err := m.Release(ctx, holdfast.ReleaseRequest{Session: o.Session, Keys: eight})
+		if err == nil && len(res.Released) != len(eight) {
+			err = fmt.Errorf("release %q: %+v, want all released", eight, res)
+		}
+		return err
+	}
+
 	// One round first, so every statement is prepared on the connection.
-	for _, op := range []func() error{acquire, heartbeat, release, acquireMany, heartbeatMany, releaseMany} {
+	for _, op := range []func() error{acquire, heartbeat, release, acquireMany, heartbeatMany, releaseMany, acquireEight, releaseEight} {
 		if err := op(); err != nil {
 			t.Fatal(err)
 		}
@@ -148,6 +166,8 @@ func TestRoundTrips(t *testing.T) {
 		{"32 acquires in a batch", acquireMany, 2, 7, false},
 		{"32 heartbeats in a batch", heartbeatMany, 2, 9, true},
 		{"32 releases in a batch", releaseMany, 2, 7, false},
+		{"acquire of 8 keys", acquireEight, 2, 7, false},
+		{"release of 8 keys", releaseEight, 2, 7, false},
 	} {
 		counter.relaxed.Store(false)
 		before, statementsBefore := counter.n.Load(), counter.statements.Load()

@@ -374,7 +374,10 @@ func (l *leader) transact(tx store.Tx) error {
 	}
 	// Several operations, or one on several keys, read ahead: over
 	// PostgreSQL an acquire of eight keys alone took 25 round trips
-	// without, 2 with (pgstore's TestRoundTrips).
+	// without, 2 with (pgstore's TestRoundTrips). Reading ahead reads
+	// every lock of the operations' sessions too, which one on a single
+	// key does not need, and its 4 round trips gained nothing measurable
+	// as 2 under the cycle workload (docs/POSTGRES.md).
 	if ok && (len(l.ops) > 1 || l.ops[0].scope.batch != nil || len(l.ops[0].scope.keys) > 1) {
 		var t touched
 		for _, p := range l.ops {

@@ -538,7 +538,8 @@ func TestCancelledCallerDoesNotFailItsGroup(t *testing.T) {
 }
 
 // A group tells a store that reads ahead every key and session its
-// operations name; so does a batch. A lone operation needs no hint.
+// operations name; so do a batch and an operation on several keys. A
+// lone operation on one key needs no hint.
 func TestPrepareNamesWhatOperationsTouch(t *testing.T) {
 	t.Parallel()
 	s := newTapStore(nil)
@@ -549,8 +550,17 @@ func TestPrepareNamesWhatOperationsTouch(t *testing.T) {
 		t.Fatal(err)
 	}
 	if len(s.prepared) != 0 {
-		t.Fatalf("a lone operation prepared %v", s.prepared)
+		t.Fatalf("a lone operation on one key prepared %v", s.prepared)
 	}
+	// One on several keys reads ahead: it would read each key in a round
+	// trip of its own.
+	if _, err := m.Acquire(ctx, holdfast.AcquireRequest{Keys: []string{"order/7", "order/8"}, Owner: holdfast.Owner{Session: "s-7"}}); err != nil {
+		t.Fatal(err)
+	}
+	if len(s.prepared) != 1 || !slices.Equal(s.prepared[0][0], []string{"order/7", "order/8"}) || !slices.Equal(s.prepared[0][1], []string{"s-7"}) {
+		t.Fatalf("a lone operation on two keys prepared %v, want once its keys and session", s.prepared)
+	}
+	s.prepared = nil
 
 	letGo := holdFirst(t, m, s)
 	var wg sync.WaitGroup

@@ -11,8 +11,8 @@ import (
 
 var _ store.Preparer = (*tx)(nil)
 
-// Prepare reads ahead for a transaction of several operations (see
-// store.Preparer). In one round trip it takes every advisory lock that
+// Prepare reads ahead for a transaction of several operations, or of one
+// on several keys (see store.Preparer). In one round trip it takes every advisory lock that
 // operations on keys and sessions take (one take_locks, in ascending
 // order, like any other), reads under them into the transaction's caches
 // the lock rows related to each key, the sessions' records and locks and

@@ -135,7 +135,8 @@ type Toucher interface {
 
 // Preparer is implemented by a Tx that can read ahead. The Manager calls
 // Prepare first in a transaction that runs several operations (a batch,
-// or concurrent requests grouped into one commit), naming every key they
+// or concurrent requests grouped into one commit) or one operation on
+// several keys, naming every key they
 // lock, release or check, as the callers gave them, and every session they
 // act for, and among those the sessions whose lost records an operation
 // reads (heartbeats, which report them). A store whose reads cost a round

@@ -12,12 +12,12 @@ import (
 var _ store.Preparer = (*tx)(nil)
 
 // Prepare reads ahead for a transaction of several operations, or of one
-// on several keys (see store.Preparer). In one round trip it takes every advisory lock that
-// operations on keys and sessions take (one take_locks, in ascending
-// order, like any other), reads under them into the transaction's caches
-// the lock rows related to each key, the sessions' records and locks and
-// the lost records of the reporting sessions, and draws a token and an
-// audit id per key. The operations then read from the caches, so that a
+// on several keys (see store.Preparer). In one round trip it takes every
+// advisory lock that operations on keys and sessions take (one
+// take_locks, in ascending order, like any other), reads under them into
+// the transaction's caches the lock rows related to each key, the
+// sessions' records and locks and the lost records of the reporting
+// sessions, and draws a token and an audit id per key. The operations then read from the caches, so that a
 // group of them costs a constant number of round trips. Called first,
 // Prepare opens the transaction in the same round trip.
 //

@@ -210,6 +210,19 @@ func queue(t *testing.T, m *holdfast.Manager, wg *sync.WaitGroup, op func()) {
 	waitQueued(t, m, before+1)
 }
 
+// inOneGroup queues ops, in order, behind the transaction holdFirst holds,
+// lets it go, so that they run as one group, and waits for every op to
+// return, failing the test if that takes a minute.
+func inOneGroup(t *testing.T, m *holdfast.Manager, letGo func(), ops ...func()) {
+	t.Helper()
+	var wg sync.WaitGroup
+	for _, op := range ops {
+		queue(t, m, &wg, op)
+	}
+	letGo()
+	waitOrFail(t, &wg, "a group")
+}
+
 func waitQueued(t *testing.T, m *holdfast.Manager, n int) {
 	t.Helper()
 	for deadline := time.Now().Add(10 * time.Second); holdfast.Queued(m) != n; time.Sleep(time.Millisecond) {
@@ -395,21 +408,20 @@ func TestFailingOperationFailsAlone(t *testing.T) {
 
 	letGo := holdFirst(t, m, s)
 	var (
-		wg                  sync.WaitGroup
 		first, poison, last error
 		cycle               error
 	)
-	queue(t, m, &wg, func() { _, first = m.Acquire(ctx, acquireReq("order/1", "s-1")) })
-	queue(t, m, &wg, func() {
-		// order/2 is written before poison/1 fails.
-		_, poison = m.Acquire(ctx, holdfast.AcquireRequest{Keys: []string{"order/2", "poison/1"}, Owner: holdfast.Owner{Session: "s-2"}})
-	})
-	queue(t, m, &wg, func() {
-		_, cycle = m.SetAggregate(ctx, holdfast.Aggregate{Member: "lease/3", Root: "asset/9"})
-	})
-	queue(t, m, &wg, func() { _, last = m.Acquire(ctx, acquireReq("order/3", "s-3")) })
-	letGo()
-	wg.Wait()
+	inOneGroup(t, m, letGo,
+		func() { _, first = m.Acquire(ctx, acquireReq("order/1", "s-1")) },
+		func() {
+			// order/2 is written before poison/1 fails.
+			_, poison = m.Acquire(ctx, holdfast.AcquireRequest{Keys: []string{"order/2", "poison/1"}, Owner: holdfast.Owner{Session: "s-2"}})
+		},
+		func() {
+			_, cycle = m.SetAggregate(ctx, holdfast.Aggregate{Member: "lease/3", Root: "asset/9"})
+		},
+		func() { _, last = m.Acquire(ctx, acquireReq("order/3", "s-3")) },
+	)
 
 	if first != nil || last != nil {
 		t.Fatalf("the group's other operations failed: %v, %v", first, last)
@@ -473,15 +485,12 @@ func TestRefusalInGroupKeepsItsWrites(t *testing.T) {
 	before := s.updates.Load()
 
 	letGo := holdFirst(t, m, s)
-	var (
-		wg               sync.WaitGroup
-		bob, carol, dave error
+	var bob, carol, dave error
+	inOneGroup(t, m, letGo,
+		func() { _, bob = m.Acquire(ctx, acquireReq("order/1", "s-1")) },
+		func() { _, carol = m.Acquire(ctx, acquireReq("order/1", "s-2")) },
+		func() { _, dave = m.Acquire(ctx, acquireReq("order/2", "s-3")) },
 	)
-	queue(t, m, &wg, func() { _, bob = m.Acquire(ctx, acquireReq("order/1", "s-1")) })
-	queue(t, m, &wg, func() { _, carol = m.Acquire(ctx, acquireReq("order/1", "s-2")) })
-	queue(t, m, &wg, func() { _, dave = m.Acquire(ctx, acquireReq("order/2", "s-3")) })
-	letGo()
-	wg.Wait()
 
 	if bob != nil || dave != nil || !errors.Is(carol, holdfast.ErrLocked) {
 		t.Fatalf("answers %v, %v, %v: want the second acquire of order/1 refused, the others granted", bob, carol, dave)
@@ -563,24 +572,23 @@ func TestPrepareNamesWhatOperationsTouch(t *testing.T) {
 	s.prepared = nil
 
 	letGo := holdFirst(t, m, s)
-	var wg sync.WaitGroup
 	errs := make([]error, 6)
-	queue(t, m, &wg, func() {
-		_, errs[0] = m.Acquire(ctx, holdfast.AcquireRequest{Keys: []string{"order/1", "order/2"}, Owner: holdfast.Owner{Session: "s-1"}})
-	})
-	queue(t, m, &wg, func() {
-		_, errs[1] = m.Release(ctx, holdfast.ReleaseRequest{Session: "s-9", Keys: []string{"order/9"}})
-	})
-	queue(t, m, &wg, func() { _, errs[2] = m.Heartbeat(ctx, holdfast.HeartbeatRequest{Session: "s-3"}) })
-	queue(t, m, &wg, func() {
-		_, errs[3] = m.Verify(ctx, holdfast.VerifyRequest{Session: "s-1", Key: "order/2"})
-	})
-	queue(t, m, &wg, func() {
-		_, errs[4] = m.SetAggregate(ctx, holdfast.Aggregate{Member: "asset/1", Root: "lease/1"})
-	})
-	queue(t, m, &wg, func() { _, errs[5] = m.EndSession(ctx, holdfast.EndSessionRequest{Session: "s-4"}) })
-	letGo()
-	wg.Wait()
+	inOneGroup(t, m, letGo,
+		func() {
+			_, errs[0] = m.Acquire(ctx, holdfast.AcquireRequest{Keys: []string{"order/1", "order/2"}, Owner: holdfast.Owner{Session: "s-1"}})
+		},
+		func() {
+			_, errs[1] = m.Release(ctx, holdfast.ReleaseRequest{Session: "s-9", Keys: []string{"order/9"}})
+		},
+		func() { _, errs[2] = m.Heartbeat(ctx, holdfast.HeartbeatRequest{Session: "s-3"}) },
+		func() {
+			_, errs[3] = m.Verify(ctx, holdfast.VerifyRequest{Session: "s-1", Key: "order/2"})
+		},
+		func() {
+			_, errs[4] = m.SetAggregate(ctx, holdfast.Aggregate{Member: "asset/1", Root: "lease/1"})
+		},
+		func() { _, errs[5] = m.EndSession(ctx, holdfast.EndSessionRequest{Session: "s-4"}) },
+	)
 	for i, err := range errs {
 		if err != nil {
 			t.Fatalf("operation %d: %v", i, err)
@@ -626,27 +634,26 @@ func TestQueuedBatchesShareOneTransaction(t *testing.T) {
 
 	letGo := holdFirst(t, m, s)
 	var (
-		wg            sync.WaitGroup
 		errs          [5]error
 		single, first *holdfast.AcquireResult
 		released      *holdfast.ReleaseResult
 		batchErrs     [2]error
 	)
-	queue(t, m, &wg, func() {
-		errs[0] = m.Batch(ctx, func(ctx context.Context) {
-			first, errs[1] = m.Acquire(ctx, acquireReq("order/1", "s-1"))
-			released, errs[2] = m.Release(ctx, holdfast.ReleaseRequest{Session: "s-1", Keys: []string{"order/1"}})
-		})
-	})
-	queue(t, m, &wg, func() { single, errs[3] = m.Acquire(ctx, acquireReq("order/2", "s-2")) })
-	queue(t, m, &wg, func() {
-		errs[4] = m.Batch(ctx, func(ctx context.Context) {
-			_, batchErrs[0] = m.Acquire(ctx, acquireReq("order/2", "s-3")) // s-2 holds it
-			_, batchErrs[1] = m.Heartbeat(ctx, holdfast.HeartbeatRequest{Session: "s-3"})
-		})
-	})
-	letGo()
-	wg.Wait()
+	inOneGroup(t, m, letGo,
+		func() {
+			errs[0] = m.Batch(ctx, func(ctx context.Context) {
+				first, errs[1] = m.Acquire(ctx, acquireReq("order/1", "s-1"))
+				released, errs[2] = m.Release(ctx, holdfast.ReleaseRequest{Session: "s-1", Keys: []string{"order/1"}})
+			})
+		},
+		func() { single, errs[3] = m.Acquire(ctx, acquireReq("order/2", "s-2")) },
+		func() {
+			errs[4] = m.Batch(ctx, func(ctx context.Context) {
+				_, batchErrs[0] = m.Acquire(ctx, acquireReq("order/2", "s-3")) // s-2 holds it
+				_, batchErrs[1] = m.Heartbeat(ctx, holdfast.HeartbeatRequest{Session: "s-3"})
+			})
+		},
+	)
 	for i, err := range errs {
 		if err != nil {
 			t.Fatalf("call %d: %v", i, err)
@@ -686,21 +693,20 @@ func TestFailingBatchLeavesItsGroup(t *testing.T) {
 
 	letGo := holdFirst(t, m, s)
 	var (
-		wg       sync.WaitGroup
 		errs     [2]error
 		batchErr [2]error
 		calls    int
 	)
-	queue(t, m, &wg, func() { _, errs[0] = m.Acquire(ctx, acquireReq("order/1", "s-1")) })
-	queue(t, m, &wg, func() {
-		errs[1] = m.Batch(ctx, func(ctx context.Context) {
-			calls++
-			_, batchErr[0] = m.Acquire(ctx, acquireReq("order/2", "s-2"))
-			_, batchErr[1] = m.Acquire(ctx, acquireReq("poison/3", "s-3"))
-		})
-	})
-	letGo()
-	wg.Wait()
+	inOneGroup(t, m, letGo,
+		func() { _, errs[0] = m.Acquire(ctx, acquireReq("order/1", "s-1")) },
+		func() {
+			errs[1] = m.Batch(ctx, func(ctx context.Context) {
+				calls++
+				_, batchErr[0] = m.Acquire(ctx, acquireReq("order/2", "s-2"))
+				_, batchErr[1] = m.Acquire(ctx, acquireReq("poison/3", "s-3"))
+			})
+		},
+	)
 	if errs[0] != nil || errs[1] != nil {
 		t.Fatalf("calls: %v", errs)
 	}
@@ -799,25 +805,24 @@ func TestBatchPanicReachesItsOwnCaller(t *testing.T) {
 
 	letGo := holdFirst(t, m, s)
 	var (
-		wg       sync.WaitGroup
 		single   error
 		panicked any
 		calls    int
 	)
-	queue(t, m, &wg, func() { _, single = m.Acquire(ctx, acquireReq("order/1", "s-1")) })
-	queue(t, m, &wg, func() {
-		panicked = panicOf(func() {
-			m.Batch(ctx, func(ctx context.Context) {
-				if calls++; calls == 2 { // in the group's transaction
+	inOneGroup(t, m, letGo,
+		func() { _, single = m.Acquire(ctx, acquireReq("order/1", "s-1")) },
+		func() {
+			panicked = panicOf(func() {
+				m.Batch(ctx, func(ctx context.Context) {
+					if calls++; calls == 2 { // in the group's transaction
+						m.Acquire(ctx, acquireReq("order/2", "s-2"))
+						panicInBatch()
+					}
 					m.Acquire(ctx, acquireReq("order/2", "s-2"))
-					panicInBatch()
-				}
-				m.Acquire(ctx, acquireReq("order/2", "s-2"))
+				})
 			})
-		})
-	})
-	letGo()
-	wg.Wait()
+		},
+	)
 	if single != nil {
 		t.Errorf("the single call that led the group: %v", single)
 	}
@@ -948,15 +953,14 @@ func TestPanickingOperationReachesOnlyItsCaller(t *testing.T) {
 
 	letGo := holdFirst(t, m, s)
 	var (
-		wg          sync.WaitGroup
 		first, last error
 		panicked    any
 	)
-	queue(t, m, &wg, func() { _, first = m.Acquire(ctx, acquireReq("order/1", "s-1")) })
-	queue(t, m, &wg, func() { panicked = panicOf(func() { m.Acquire(ctx, acquireReq("panic/1", "s-2")) }) })
-	queue(t, m, &wg, func() { _, last = m.Acquire(ctx, acquireReq("order/3", "s-3")) })
-	letGo()
-	waitOrFail(t, &wg, "a panic in a group")
+	inOneGroup(t, m, letGo,
+		func() { _, first = m.Acquire(ctx, acquireReq("order/1", "s-1")) },
+		func() { panicked = panicOf(func() { m.Acquire(ctx, acquireReq("panic/1", "s-2")) }) },
+		func() { _, last = m.Acquire(ctx, acquireReq("order/3", "s-3")) },
+	)
 
 	if first != nil || last != nil {
 		t.Fatalf("the group's other operations: %v, %v", first, last)
@@ -988,21 +992,20 @@ func storeFailsGroup(t *testing.T, exit bool) {
 	ctx := context.Background()
 
 	letGo := holdFirst(t, m, s)
-	var (
-		wg       sync.WaitGroup
-		errs     [2]error
-		panicked any
-	)
-	queue(t, m, &wg, func() { panicked = panicOf(func() { m.Acquire(ctx, acquireReq("order/1", "s-1")) }) })
-	queue(t, m, &wg, func() { _, errs[0] = m.Acquire(ctx, acquireReq("order/2", "s-2")) })
-	queue(t, m, &wg, func() { _, errs[1] = m.Heartbeat(ctx, holdfast.HeartbeatRequest{Session: "s-3"}) })
-	if exit {
+	if exit { // the held transaction is past the store's checks already
 		s.exits.Store(1)
 	} else {
 		s.panics.Store(1)
 	}
-	letGo()
-	waitOrFail(t, &wg, "a panic in the store")
+	var (
+		errs     [2]error
+		panicked any
+	)
+	inOneGroup(t, m, letGo,
+		func() { panicked = panicOf(func() { m.Acquire(ctx, acquireReq("order/1", "s-1")) }) },
+		func() { _, errs[0] = m.Acquire(ctx, acquireReq("order/2", "s-2")) },
+		func() { _, errs[1] = m.Heartbeat(ctx, holdfast.HeartbeatRequest{Session: "s-3"}) },
+	)
 
 	if want := any("store boom"); exit {
 		if panicked != nil {

@@ -212,7 +212,8 @@ func queue(t *testing.T, m *holdfast.Manager, wg *sync.WaitGroup, op func()) {
 
 // inOneGroup queues ops, in order, behind the transaction holdFirst holds,
 // lets it go, so that they run as one group, and waits for every op to
-// return, failing the test if that takes a minute.
+// return, failing the test if that takes a minute: callers left waiting
+// forever are what some of the tests are about.
 func inOneGroup(t *testing.T, m *holdfast.Manager, letGo func(), ops ...func()) {
 	t.Helper()
 	var wg sync.WaitGroup
@@ -220,7 +221,13 @@ func inOneGroup(t *testing.T, m *holdfast.Manager, letGo func(), ops ...func()) 
 		queue(t, m, &wg, op)
 	}
 	letGo()
-	waitOrFail(t, &wg, "a group")
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(time.Minute):
+		t.Fatal("the group's callers still waiting after a minute")
+	}
 }
 
 func waitQueued(t *testing.T, m *holdfast.Manager, n int) {
@@ -926,19 +933,6 @@ func panicOf(fn func()) (v any) {
 	defer func() { v = recover() }()
 	fn()
 	return nil
-}
-
-// waitOrFail waits for wg, and fails the test if that takes a minute:
-// callers left waiting forever are what the test is about.
-func waitOrFail(t *testing.T, wg *sync.WaitGroup, what string) {
-	t.Helper()
-	done := make(chan struct{})
-	go func() { wg.Wait(); close(done) }()
-	select {
-	case <-done:
-	case <-time.After(time.Minute):
-		t.Fatalf("%s: callers still waiting after a minute", what)
-	}
 }
 
 // An operation that panics in a group's transaction panics on its own

@@ -14,8 +14,8 @@ import (
 // few megabytes live collects after every few megabytes allocated, many
 // times a second under load: over PostgreSQL, where every request
 // allocates pgx's buffers and rows, allocation and collection took about
-// a third of the server's CPU (docs/BENCHMARKS.md). Once the live heap passes about half
-// the floor (a large embedded store), GOGC is 100 again.
+// a third of the server's CPU (docs/BENCHMARKS.md). Once the live heap
+// passes about half the floor (a large embedded store), GOGC is 100 again.
 const heapFloor = 64 << 20
 
 // runtimeHeapMinimum is the Go runtime's least heap goal at GOGC 100; it

@@ -24,6 +24,8 @@ func TestBenchSmoke(t *testing.T) {
 		if v := os.Getenv(env); v != "" {
 			args = append(args, flag, strings.TrimPrefix(strings.TrimPrefix(v, "redis://"), "http://"))
 			joined = append(joined, flag)
+		} else if os.Getenv("CI") == "true" {
+			t.Errorf("%s is not set, and CI must run the bench against every peer (.ci/run starts them)", env)
 		}
 	}
 	// holdfast's own server over PostgreSQL joins with the lock table.

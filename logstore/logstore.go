@@ -5,11 +5,10 @@
 // is given. The audit log is kept in the log only.
 //
 // Writes are group-committed: the commits made while a group is written
-// form the next group, which is written with one write and made durable by
-// one fdatasync. Up to syncers fdatasyncs are under way at once, each
-// started as soon as there is a group to write, so that commits do not wait
-// for an earlier group's fdatasync before theirs can start. No timer holds
-// a commit back: a lone caller pays exactly one fsync. Lazy session touches
+// and synced form the next group, which is written with one write and
+// made durable by one fdatasync, started as soon as the one before
+// returns (tuning.syncers may have several under way at once). No timer
+// holds a commit back: a lone caller pays exactly one fsync. Lazy session touches
 // (heartbeats) alone wait for writeTimer (about 2 ms) to share a write,
 // and get no fsync of their own: the next one covers them, or lazyTimer's
 // a second later. In
@@ -75,9 +74,17 @@ type tuning struct {
 	// each cost one apiece. A killed process loses at most this much of
 	// them. lazyWriteBytes of them are written at once.
 	lazyWrite time.Duration
+	// syncers is how many groups may be syncing at once. One: on this
+	// project's latest machines two fdatasyncs at once each took about as
+	// long as two in a row, so a second syncer only split the commits
+	// into smaller groups, and BenchmarkStore/AcquireRelease ran 1.35-1.6x
+	// faster with one (docs/STORAGE.md). Earlier machines had measured
+	// two ahead, so the syncers work in any number, and the tests of
+	// overlapping syncs run two.
+	syncers int
 }
 
-var defaultTuning = tuning{segmentBytes: 16 << 20, checkpointBytes: 64 << 20, lazyDelay: time.Second, lazyWrite: 2 * time.Millisecond}
+var defaultTuning = tuning{segmentBytes: 16 << 20, checkpointBytes: 64 << 20, lazyDelay: time.Second, lazyWrite: 2 * time.Millisecond, syncers: 1}
 
 const lazyWriteBytes = 32 << 10
 
@@ -153,7 +160,7 @@ type Store struct {
 	// write error is reported to every open file, where two fdatasyncs
 	// through one could see it only once, and the other succeed for a
 	// group that did not reach the disk.
-	syncFiles [syncers]*os.File
+	syncFiles []*os.File
 	syncing   sync.WaitGroup // fdatasyncs under way; a rotation waits for them
 
 	lastCheckpoint atomic.Int64 // size of the last checkpoint
@@ -164,12 +171,6 @@ type Store struct {
 	quit     chan struct{}  // closed by Close: checkpoints stop
 	stopping sync.WaitGroup // the syncers, until they exit
 }
-
-// syncers is how many groups may be syncing at once. With one, a commit
-// arriving during an fdatasync waited for it and then for its own; two
-// overlap on the disk, and four were slower than two in
-// BenchmarkStore/AcquireRelease (docs/STORAGE.md).
-const syncers = 2
 
 // group is a set of commits written in one frame with one fsync.
 type group struct {
@@ -192,7 +193,10 @@ type group struct {
 	err     error
 }
 
-var _ store.Store = (*Store)(nil)
+var (
+	_ store.Store  = (*Store)(nil)
+	_ store.Merger = (*Store)(nil)
+)
 
 // Open opens (or creates) the store in dir and loads every record but the
 // audit log.
@@ -233,6 +237,7 @@ func open(dir string, cfg Config, tune tuning) (*Store, error) {
 			return err
 		},
 		syncFile:   fdatasync,
+		syncFiles:  make([]*os.File, tune.syncers),
 		wake:       make(chan struct{}, 1),
 		quit:       make(chan struct{}),
 		lazyTimer:  time.NewTimer(time.Hour),
@@ -251,7 +256,7 @@ func open(dir string, cfg Config, tune tuning) (*Store, error) {
 	locks, sessions, _ := s.mem.Size()
 	s.log.Info("logstore: opened", slog.String("dir", dir), slog.Int("locks", locks),
 		slog.Int("sessions", sessions), slog.Uint64("last_audit_id", s.lastAudit), slog.Duration("took", time.Since(start)))
-	for i := range syncers {
+	for i := range tune.syncers {
 		s.stopping.Go(func() { s.syncLoop(i) })
 	}
 	return s, nil
@@ -422,7 +427,7 @@ func (s *Store) enqueue(changes []memdb.Change, pruned uint64) *group {
 		g.strict = true
 	}
 	switch {
-	case g.strict || len(g.buf) >= lazyWriteBytes:
+	case g.due():
 		select {
 		case s.wake <- struct{}{}:
 		default:
@@ -442,6 +447,11 @@ func (s *Store) waitDurable(g *group) error {
 	return g.err
 }
 
+// due reports whether g is to be written at once: it holds a change that
+// is not lazy, or touches enough to fill a write. Touches alone wait for
+// writeTimer.
+func (g *group) due() bool { return g.strict || len(g.buf) >= lazyWriteBytes }
+
 func (g *group) empty() bool {
 	return len(g.buf) == frameLen && g.counters == [memdb.NumCounters]uint64{}
 }
@@ -455,7 +465,8 @@ func (s *Store) syncLoop(i int) {
 	for {
 		select {
 		case _, open := <-s.wake:
-			for s.commitFilling(i) {
+			// Touches alone wait for writeTimer, but not past Close.
+			for s.commitFilling(i, !open) {
 			}
 			if !open {
 				return
@@ -465,7 +476,7 @@ func (s *Store) syncLoop(i int) {
 			s.writeArmed = false
 			s.mu.Unlock()
 			// Once: touches that came since armed the timer again.
-			s.commitFilling(i)
+			s.commitFilling(i, true)
 		case <-s.lazyTimer.C:
 			s.syncTouches(i)
 		}
@@ -487,15 +498,15 @@ func (s *Store) syncTouches(i int) {
 	s.syncWritten(i, nil)
 }
 
-// commitFilling writes the filling group, makes it durable through syncer
-// i's file, answers every group that this makes known durable, and
-// reports whether it wrote one. While it syncs, other syncers write and
-// sync the groups that fill meanwhile.
-func (s *Store) commitFilling(i int) bool {
+// commitFilling writes the filling group, if it is due or touches is set,
+// makes it durable through syncer i's file, answers every group that this
+// makes known durable, and reports whether it wrote one. While it syncs,
+// other syncers write and sync the groups that fill meanwhile.
+func (s *Store) commitFilling(i int, touches bool) bool {
 	s.writeMu.Lock()
 	s.mu.Lock()
 	g := s.filling
-	if s.failed != nil || g.empty() {
+	if s.failed != nil || g.empty() || !touches && !g.due() {
 		s.mu.Unlock()
 		s.writeMu.Unlock()
 		return false
@@ -818,6 +829,10 @@ func finished(err error) *group {
 
 // Ping fails once a write has failed or the store is closed.
 func (s *Store) Ping(ctx context.Context) error { return s.usable(ctx) }
+
+// MergesCommits reports true: commits made while a group is written share
+// the next group's write and fdatasync (store.Merger).
+func (s *Store) MergesCommits() bool { return true }
 
 // Close writes what is pending, stops a checkpoint under way and releases
 // the directory.

@@ -17,7 +17,14 @@ import (
 )
 
 // small makes segments and checkpoints come often.
-var small = tuning{segmentBytes: 4 << 10, checkpointBytes: 1 << 62}
+var small = tuning{segmentBytes: 4 << 10, checkpointBytes: 1 << 62, syncers: defaultTuning.syncers}
+
+// twoSyncers has two groups syncing at once, as earlier machines ran.
+var twoSyncers = func() tuning {
+	tune := defaultTuning
+	tune.syncers = 2
+	return tune
+}()
 
 func openTuned(t *testing.T, dir string, tune tuning) *Store {
 	t.Helper()
@@ -318,7 +325,7 @@ func TestCrashBetweenCheckpointAndTruncation(t *testing.T) {
 func TestCheckpointsUnderLoad(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	s := openTuned(t, dir, tuning{segmentBytes: 16 << 10, checkpointBytes: 32 << 10})
+	s := openTuned(t, dir, tuning{segmentBytes: 16 << 10, checkpointBytes: 32 << 10, syncers: 2})
 	var writers sync.WaitGroup
 	for w := range 4 {
 		writers.Go(func() {
@@ -430,7 +437,7 @@ func TestOverlappingSyncs(t *testing.T) {
 			t.Parallel()
 			dir := t.TempDir()
 			ctx := context.Background()
-			s := openTuned(t, dir, defaultTuning)
+			s := openTuned(t, dir, twoSyncers)
 			firstIn, releaseFirst := holdFirstSync(s, boom, func(f *os.File) error {
 				if err := fdatasync(f); err != nil {
 					return err
@@ -477,7 +484,7 @@ func TestGroupWrittenAfterTheCutIsCut(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	ctx := context.Background()
-	s := openTuned(t, dir, defaultTuning)
+	s := openTuned(t, dir, twoSyncers)
 	firstIn, releaseFirst := holdFirstSync(s, errors.New("i/o error"), fdatasync)
 	var mu sync.Mutex
 	writes := 0

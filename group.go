@@ -3,6 +3,7 @@ package holdfast
 import (
 	"context"
 	"errors"
+	"math"
 	"runtime/debug"
 	"slices"
 	"sync"
@@ -149,7 +150,7 @@ func (g *group) gone() {
 }
 
 // grouper runs the operations of one group at a time, and lets at most
-// maxInFlight groups' transactions be under way. Operations that arrive
+// limit groups' transactions be under way. Operations that arrive
 // meanwhile queue, and the queue becomes the next group as soon as there
 // is room: a group's transaction can start while the previous one is
 // still being made durable.
@@ -157,19 +158,32 @@ type grouper struct {
 	mu       sync.Mutex
 	running  bool // a group's operations are running
 	inFlight int  // groups whose transactions have not returned
+	limit    int  // on inFlight: inFlightFor the store
 	queue    []*pending
 }
 
-// maxInFlight is two: the store can work on one group while it waits for
-// the disk (or the database) to commit the other. More would only split
-// the queue into smaller groups, each paying for its own commit.
+// maxInFlight is two over a store that commits each transaction on its
+// own (PostgreSQL): the store can work on one group while it waits for
+// the database to commit the other, and more would only split the queue
+// into smaller groups, each paying for its own commit (docs/POSTGRES.md).
+// A store.Merger has no bound: its transactions share durable writes, so
+// each group runs its operations as soon as the one before has run its
+// own, while those before wait for the disk together (docs/STORAGE.md).
 const maxInFlight = 2
+
+// inFlightFor is the bound on groups under way over s.
+func inFlightFor(s store.Store) int {
+	if m, ok := s.(store.Merger); ok && m.MergesCommits() {
+		return math.MaxInt
+	}
+	return maxInFlight
+}
 
 // join waits for p's turn. It returns lead true when p's goroutine must
 // lead g (nil: p alone); else p is answered, or gave up while queued.
 func (gr *grouper) join(p *pending) (g *group, lead bool) {
 	gr.mu.Lock()
-	if !gr.running && gr.inFlight < maxInFlight {
+	if !gr.running && gr.inFlight < gr.limit {
 		// Alone: no waiting.
 		gr.running = true
 		gr.inFlight++
@@ -218,7 +232,7 @@ func (gr *grouper) done() {
 // startLocked starts the next group, led by the first queued, if there is
 // room for it.
 func (gr *grouper) startLocked() {
-	if gr.running || gr.inFlight >= maxInFlight || len(gr.queue) == 0 {
+	if gr.running || gr.inFlight >= gr.limit || len(gr.queue) == 0 {
 		return
 	}
 	n, weight := 1, gr.queue[0].weight()

@@ -321,6 +321,47 @@ func TestTransactionsInFlightAreBounded(t *testing.T) {
 	}
 }
 
+// Over a store that merges concurrent commits into its own durable
+// writes, groups are not bounded in flight: each starts once the one
+// before has run its operations, while those before still wait.
+func TestTransactionsInFlightOverAMergerAreUnbounded(t *testing.T) {
+	t.Parallel()
+	s := newTapStore(nil)
+	m, err := holdfast.New(merging{s}, holdfast.Config{SweepInterval: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { m.Close(); s.Close() })
+	const n = 4
+	s.holdCommitted.Store(n)
+	var wg sync.WaitGroup
+	errs := make([]error, n)
+	var committing []chan struct{}
+	for i := range n {
+		wg.Go(func() {
+			_, errs[i] = m.Acquire(context.Background(), acquireReq(fmt.Sprintf("order/%d", i), fmt.Sprintf("s-%d", i)))
+		})
+		select {
+		case release := <-s.held:
+			committing = append(committing, release)
+		case <-time.After(10 * time.Second):
+			t.Fatalf("transaction %d did not start while %d were waiting to be durable", i+1, i)
+		}
+	}
+	for _, release := range committing {
+		close(release)
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// merging is a tapStore that says it merges concurrent commits.
+type merging struct{ *tapStore }
+
+func (merging) MergesCommits() bool { return true }
+
 // A group is bounded, so that one commit stays short: what queued beyond
 // the bound forms the group after.
 func TestGroupsAreBounded(t *testing.T) {

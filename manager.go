@@ -36,6 +36,7 @@ func New(s store.Store, cfg Config) (*Manager, error) {
 		return nil, err
 	}
 	m := &Manager{store: s, cfg: cfg, stop: make(chan struct{})}
+	m.groups.limit = inFlightFor(s)
 	if cfg.SweepInterval > 0 {
 		m.swept.Add(1)
 		go m.sweepLoop()

@@ -99,7 +99,10 @@ type group struct {
 	err     error
 }
 
-var _ store.Store = (*Store)(nil)
+var (
+	_ store.Store  = (*Store)(nil)
+	_ store.Merger = (*Store)(nil)
+)
 
 // engineDir is the subdirectory of a store's directory that Pebble owns.
 const engineDir = "pebble"
@@ -528,6 +531,10 @@ func finished(err error) *group {
 
 // Ping fails once a write has failed or the store is closed.
 func (s *Store) Ping(ctx context.Context) error { return s.usable(ctx) }
+
+// MergesCommits reports true: commits made while a group is written share
+// the next group's write and sync (store.Merger).
+func (s *Store) MergesCommits() bool { return true }
 
 // Close writes what is pending, then closes the database and releases the
 // directory.

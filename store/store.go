@@ -133,6 +133,17 @@ type Toucher interface {
 	TouchSession(s Session) error
 }
 
+// Merger is implemented by a Store whose concurrent transactions share
+// durable writes of its own accord (a group commit of its own), so that
+// more of them under way at once cost no more writes. MergesCommits
+// reports whether this one does. The Manager then starts each group's
+// transaction as soon as the group before has run its operations, however
+// many are still waiting to be durable; over other stores it keeps two
+// under way, because each pays a commit of its own.
+type Merger interface {
+	MergesCommits() bool
+}
+
 // Preparer is implemented by a Tx that can read ahead. The Manager calls
 // Prepare first in a transaction that runs several operations (a batch,
 // or concurrent requests grouped into one commit) or one operation on

@@ -350,6 +350,10 @@ type leader struct {
 	failed *pending   // the one that failed other than by refusing
 	ran    bool       // the grouper was told the operations ran
 	body   func(store.Tx) error
+	// ticket is the transaction's place in the order of publication,
+	// taken by its last run (held says it is not yet handed back).
+	ticket uint64
+	held   bool
 }
 
 // opsRan tells the grouper, once, that the operations have run.
@@ -365,11 +369,14 @@ func (l *leader) opsRan() {
 // and commit returns that one.
 func (l *leader) commit(ctx context.Context, ops []*pending) (failed *pending) {
 	l.ops, l.failed = ops, nil
+	defer l.giveBack(nil) // nothing to publish, if it is still held
 	err := l.m.store.Update(ctx, l.body)
 	if l.failed != nil && len(ops) > 1 && errors.Is(err, l.failed.err) {
 		return l.failed
 	}
-	l.m.settle(ops, err)
+	if l.m.settle(ops, err) {
+		l.giveBack(ops)
+	}
 	for _, p := range ops {
 		if p != l.self {
 			p.woken <- nil
@@ -382,6 +389,8 @@ func (l *leader) commit(ctx context.Context, ops []*pending) (failed *pending) {
 func (l *leader) transact(tx store.Tx) error {
 	defer l.opsRan()
 	l.failed = nil // the store may call it again: the last call counts
+	l.giveBack(nil)
+	l.ticket, l.held = l.m.order.take(), true
 	pr, ok := tx.(store.Preparer)
 	if ok && !l.m.prepares.Load() {
 		l.m.prepares.Store(true) // batches learn their scope before they queue
@@ -410,22 +419,85 @@ func (l *leader) transact(tx store.Tx) error {
 	return nil
 }
 
+// giveBack hands the transaction's ticket back, if it holds one, with
+// the operations whose audit entries it publishes (none: it kept nothing).
+func (l *leader) giveBack(ops []*pending) {
+	if l.held {
+		l.held = false
+		l.m.order.publish(l.ticket, ops, &l.m.events)
+	}
+}
+
 // settle gives ops the outcome of their transaction, the store's error if
-// it failed, else each its own answer, and publishes what they wrote.
-func (m *Manager) settle(ops []*pending, err error) {
+// it failed, else each its own answer, and reports whether it committed,
+// so that what they wrote is to be published.
+func (m *Manager) settle(ops []*pending, err error) (committed bool) {
 	if err = classify(err); err != nil {
 		for _, p := range ops {
 			p.err = err
 		}
+		return false
+	}
+	return true
+}
+
+// publishOrder publishes the audit entries of transactions in the order
+// they committed. Several transactions' leaders woken by one durable write
+// of a store.Merger would publish them in whatever order they run, and a
+// subscriber must see audit IDs rise: an event stream skips an entry
+// older than the last it sent. Each run of a transaction takes a ticket;
+// where the store has one write lock (the embedded stores), runs take
+// tickets in commit order. Entries whose ticket comes before another's
+// not yet handed back wait for it.
+type publishOrder struct {
+	mu      sync.Mutex
+	taken   uint64                  // tickets handed out
+	next    uint64                  // the first ticket not handed back
+	waiting map[uint64][]AuditEntry // entries handed back early, by ticket
+}
+
+func (o *publishOrder) take() uint64 {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.taken++
+	return o.taken - 1
+}
+
+// publish hands ticket t back with the operations whose entries it
+// publishes, now if no earlier ticket is out, else once they are back.
+func (o *publishOrder) publish(t uint64, ops []*pending, e *events) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if t != o.next {
+		held := []AuditEntry{}
+		forEachAudit(ops, func(a []AuditEntry) { held = append(held, a...) })
+		if o.waiting == nil {
+			o.waiting = make(map[uint64][]AuditEntry)
+		}
+		o.waiting[t] = held
 		return
 	}
+	forEachAudit(ops, e.publish)
+	for o.next++; ; o.next++ {
+		held, ok := o.waiting[o.next]
+		if !ok {
+			return
+		}
+		delete(o.waiting, o.next)
+		e.publish(held)
+	}
+}
+
+// forEachAudit calls fn with the audit entries of each operation of ops,
+// and of each operation of a batch among them, in order.
+func forEachAudit(ops []*pending, fn func([]AuditEntry)) {
 	for _, p := range ops {
 		if r := p.scope.batch; r != nil {
 			for _, q := range r.b.ops {
-				m.events.publish(q.op.audit)
+				fn(q.op.audit)
 			}
 			continue
 		}
-		m.events.publish(p.op.audit)
+		fn(p.op.audit)
 	}
 }

@@ -357,6 +357,50 @@ func TestTransactionsInFlightOverAMergerAreUnbounded(t *testing.T) {
 	}
 }
 
+// Events go out in the order their transactions committed, though the
+// leaders that publish them may run in any order once a store.Merger's
+// shared write is durable: here the second is answered while the first
+// still waits.
+func TestEventsArePublishedInCommitOrder(t *testing.T) {
+	t.Parallel()
+	s := newTapStore(nil)
+	m, err := holdfast.New(merging{s}, holdfast.Config{SweepInterval: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { m.Close(); s.Close() })
+	events, cancel := m.Subscribe("")
+	defer cancel()
+	s.holdCommitted.Store(1)
+	var wg sync.WaitGroup
+	var errFirst error
+	wg.Go(func() { _, errFirst = m.Acquire(context.Background(), acquireReq("order/1", "s-1")) })
+	var release chan struct{}
+	select {
+	case release = <-s.held:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the first transaction did not commit")
+	}
+	if _, err := m.Acquire(context.Background(), acquireReq("order/2", "s-2")); err != nil {
+		t.Fatal(err)
+	}
+	close(release)
+	wg.Wait()
+	if errFirst != nil {
+		t.Fatal(errFirst)
+	}
+	for i, want := range []string{"order/1", "order/2"} {
+		select {
+		case e := <-events:
+			if e.Lock.Key != want {
+				t.Fatalf("event %d is for %s, want %s", i, e.Lock.Key, want)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("event %d never came", i)
+		}
+	}
+}
+
 // merging is a tapStore that says it merges concurrent commits.
 type merging struct{ *tapStore }
 

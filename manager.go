@@ -18,6 +18,7 @@ type Manager struct {
 	store  store.Store
 	cfg    Config
 	events events
+	order  publishOrder
 	groups grouper
 	// prepares is set once a transaction has shown that the store reads
 	// ahead (store.Preparer).

@@ -139,7 +139,8 @@ type Toucher interface {
 // reports whether this one does. The Manager then starts each group's
 // transaction as soon as the group before has run its operations, however
 // many are still waiting to be durable; over other stores it keeps two
-// under way, because each pays a commit of its own.
+// under way, because each pays a commit of its own. A wrapper of a Store
+// should forward it.
 type Merger interface {
 	MergesCommits() bool
 }

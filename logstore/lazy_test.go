@@ -2,6 +2,7 @@ package logstore
 
 import (
 	"context"
+	"errors"
 	"os"
 	"sync/atomic"
 	"testing"
@@ -187,7 +188,7 @@ func TestTouchesWaitToBeWrittenTogether(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	time.Sleep(20 * time.Millisecond) // a syncer woken by mistake would have written by now
+	time.Sleep(20 * time.Millisecond) // a timer armed by mistake would have written by now
 	if n := writes.Load() - before; n != 0 {
 		t.Fatalf("5 touches alone were written in %d writes before their delay", n)
 	}
@@ -209,4 +210,43 @@ func TestTouchesWaitToBeWrittenTogether(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// Touches that come while a group syncs wait for tuning.lazyWrite all
+// the same: the syncer does not write them alone once its sync returns.
+func TestTouchesAfterASyncWaitToBeWrittenTogether(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	tune := defaultTuning
+	tune.lazyWrite = time.Hour
+	s := openTuned(t, t.TempDir(), tune)
+	firstIn, releaseFirst := holdFirstSync(s, nil, fdatasync)
+	var writes atomic.Int32
+	write := s.writeFrame
+	s.writeFrame = func(f *os.File, off int64, frame []byte) error {
+		writes.Add(1)
+		return write(f, off, frame)
+	}
+	sess := store.Session{ID: "s", LastSeen: embeddedtest.AuditT0}
+	put := make(chan error, 1)
+	go func() { put <- s.Update(ctx, func(tx store.Tx) error { return tx.PutSession(sess) }) }()
+	<-firstIn
+	sess.LastSeen = sess.LastSeen.Add(time.Second)
+	touched := make(chan error, 1)
+	go func() {
+		touched <- s.Update(ctx, func(tx store.Tx) error { return tx.(store.Toucher).TouchSession(sess) })
+	}()
+	for filling := false; !filling; time.Sleep(time.Millisecond) {
+		s.mu.Lock()
+		filling = !s.filling.empty()
+		s.mu.Unlock()
+	}
+	close(releaseFirst)
+	if err := errors.Join(<-put, <-touched); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(20 * time.Millisecond) // a syncer that wrote the touch would have by now
+	if n := writes.Load(); n != 1 {
+		t.Fatalf("%d writes, want 1: the touch was written alone after the sync", n)
+	}
 }

@@ -225,6 +225,9 @@ func open(dir string, cfg Config, tune tuning) (*Store, error) {
 	if tune.now == nil {
 		tune.now = time.Now
 	}
+	if tune.syncers < 1 {
+		tune.syncers = defaultTuning.syncers // none would leave every commit waiting
+	}
 	start := time.Now()
 	s := &Store{
 		mem:    memdb.New(cfg.Now, memdb.Options{}),
@@ -501,7 +504,8 @@ func (s *Store) syncTouches(i int) {
 // commitFilling writes the filling group, if it is due or touches is set,
 // makes it durable through syncer i's file, answers every group that this
 // makes known durable, and reports whether it wrote one. While it syncs,
-// other syncers write and sync the groups that fill meanwhile.
+// other syncers, if there are several, write and sync the groups that fill
+// meanwhile.
 func (s *Store) commitFilling(i int, touches bool) bool {
 	s.writeMu.Lock()
 	s.mu.Lock()

@@ -324,8 +324,17 @@ func TestCrashBetweenCheckpointAndTruncation(t *testing.T) {
 // under them, lose nothing.
 func TestCheckpointsUnderLoad(t *testing.T) {
 	t.Parallel()
+	for syncers := 1; syncers <= 2; syncers++ {
+		t.Run(fmt.Sprintf("%d syncers", syncers), func(t *testing.T) {
+			t.Parallel()
+			checkpointsUnderLoad(t, syncers)
+		})
+	}
+}
+
+func checkpointsUnderLoad(t *testing.T, syncers int) {
 	dir := t.TempDir()
-	s := openTuned(t, dir, tuning{segmentBytes: 16 << 10, checkpointBytes: 32 << 10, syncers: 2})
+	s := openTuned(t, dir, tuning{segmentBytes: 16 << 10, checkpointBytes: 32 << 10, syncers: syncers})
 	var writers sync.WaitGroup
 	for w := range 4 {
 		writers.Go(func() {

@@ -93,8 +93,8 @@ type batchRun struct {
 	panicked *recovered
 }
 
-// run runs the batch's operations in o's transaction; settle publishes
-// their audit entries if it commits.
+// run runs the batch's operations in o's transaction; its leader
+// publishes their audit entries if it commits (giveBack).
 func (r *batchRun) run(o *op) error {
 	r.b.reset(o.tx)
 	if r.panicked == nil {

@@ -173,10 +173,16 @@ const maxInFlight = 2
 
 // inFlightFor is the bound on groups under way over s.
 func inFlightFor(s store.Store) int {
-	if m, ok := s.(store.Merger); ok && m.MergesCommits() {
+	if merges(s) {
 		return math.MaxInt
 	}
 	return maxInFlight
+}
+
+// merges reports whether s merges concurrent commits (store.Merger).
+func merges(s store.Store) bool {
+	m, ok := s.(store.Merger)
+	return ok && m.MergesCommits()
 }
 
 // join waits for p's turn. It returns lead true when p's goroutine must
@@ -369,7 +375,7 @@ func (l *leader) opsRan() {
 // and commit returns that one.
 func (l *leader) commit(ctx context.Context, ops []*pending) (failed *pending) {
 	l.ops, l.failed = ops, nil
-	defer l.giveBack(nil) // nothing to publish, if it is still held
+	defer l.giveBack(nil) // a ticket still held publishes nothing
 	err := l.m.store.Update(ctx, l.body)
 	if l.failed != nil && len(ops) > 1 && errors.Is(err, l.failed.err) {
 		return l.failed
@@ -390,7 +396,9 @@ func (l *leader) transact(tx store.Tx) error {
 	defer l.opsRan()
 	l.failed = nil // the store may call it again: the last call counts
 	l.giveBack(nil)
-	l.ticket, l.held = l.m.order.take(), true
+	if l.m.order.ordered {
+		l.ticket, l.held = l.m.order.take(), true
+	}
 	pr, ok := tx.(store.Preparer)
 	if ok && !l.m.prepares.Load() {
 		l.m.prepares.Store(true) // batches learn their scope before they queue
@@ -419,13 +427,15 @@ func (l *leader) transact(tx store.Tx) error {
 	return nil
 }
 
-// giveBack hands the transaction's ticket back, if it holds one, with
-// the operations whose audit entries it publishes (none: it kept nothing).
+// giveBack publishes what ops wrote (nil: nothing was kept), through
+// the transaction's ticket if it holds one.
 func (l *leader) giveBack(ops []*pending) {
-	if l.held {
-		l.held = false
-		l.m.order.publish(l.ticket, ops, &l.m.events)
+	if !l.held {
+		publishAudits(&l.m.events, ops)
+		return
 	}
+	l.held = false
+	l.m.order.publish(l.ticket, ops, &l.m.events)
 }
 
 // settle gives ops the outcome of their transaction, the store's error if
@@ -441,27 +451,35 @@ func (m *Manager) settle(ops []*pending, err error) (committed bool) {
 	return true
 }
 
-// publishOrder publishes the audit entries of transactions in the order
-// they committed. Several transactions' leaders woken by one durable write
-// of a store.Merger would publish them in whatever order they run, and a
-// subscriber must see audit IDs rise: an event stream skips an entry
-// older than the last it sent. Each run of a transaction takes a ticket;
-// where the store has one write lock (the embedded stores), runs take
-// tickets in commit order. Entries whose ticket comes before another's
-// not yet handed back wait for it.
+// publishOrder publishes the audit entries of transactions over a
+// store.Merger in the order they committed. One durable write of such a
+// store wakes the leaders of many transactions, which would publish in
+// whatever order they run, and a subscriber must see audit IDs rise: an
+// event stream skips an entry older than the last it sent. Each run of a
+// transaction takes a ticket inside it, where the embedded stores hold
+// their one write lock, so tickets follow commits; entries whose ticket
+// comes after one not yet handed back wait for it. Such a store answers
+// its commits in order, so they wait only for transactions woken by the
+// same write. Over other stores (PostgreSQL) a transaction's commit may
+// take far longer than the next one's, which must not hold its events
+// back: each publishes as soon as it has committed.
 type publishOrder struct {
+	ordered bool          // the store is a store.Merger
+	taken   atomic.Uint64 // tickets handed out
+
 	mu      sync.Mutex
-	taken   uint64                  // tickets handed out
 	next    uint64                  // the first ticket not handed back
 	waiting map[uint64][]AuditEntry // entries handed back early, by ticket
+	spare   [][]AuditEntry          // emptied buffers of waiting, for reuse
 }
 
-func (o *publishOrder) take() uint64 {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	o.taken++
-	return o.taken - 1
-}
+// publishOrder keeps at most spareBuffers buffers for reuse, none holding
+// more than spareEntries: one huge batch's must not stay pinned.
+const spareBuffers, spareEntries = 64, 256
+
+// take hands out the next ticket. It takes no lock of publishOrder's, so
+// that the store's write lock never waits for a publication.
+func (o *publishOrder) take() uint64 { return o.taken.Add(1) - 1 }
 
 // publish hands ticket t back with the operations whose entries it
 // publishes, now if no earlier ticket is out, else once they are back.
@@ -469,35 +487,55 @@ func (o *publishOrder) publish(t uint64, ops []*pending, e *events) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if t != o.next {
-		held := []AuditEntry{}
-		forEachAudit(ops, func(a []AuditEntry) { held = append(held, a...) })
+		var held []AuditEntry
+		if n := len(o.spare); n > 0 {
+			held, o.spare = o.spare[n-1], o.spare[:n-1]
+		}
 		if o.waiting == nil {
 			o.waiting = make(map[uint64][]AuditEntry)
 		}
-		o.waiting[t] = held
+		o.waiting[t] = appendAudits(held, ops)
 		return
 	}
-	forEachAudit(ops, e.publish)
+	publishAudits(e, ops)
 	for o.next++; ; o.next++ {
 		held, ok := o.waiting[o.next]
 		if !ok {
 			return
 		}
 		delete(o.waiting, o.next)
-		e.publish(held)
+		e.publish(held) // it copies the entries out
+		if cap(held) > 0 && cap(held) <= spareEntries && len(o.spare) < spareBuffers {
+			clear(held)
+			o.spare = append(o.spare, held[:0])
+		}
 	}
 }
 
-// forEachAudit calls fn with the audit entries of each operation of ops,
-// and of each operation of a batch among them, in order.
-func forEachAudit(ops []*pending, fn func([]AuditEntry)) {
+// publishAudits publishes the audit entries of ops, and of the operations
+// of a batch among them, in order.
+func publishAudits(e *events, ops []*pending) {
 	for _, p := range ops {
 		if r := p.scope.batch; r != nil {
 			for _, q := range r.b.ops {
-				fn(q.op.audit)
+				e.publish(q.op.audit)
 			}
 			continue
 		}
-		fn(p.op.audit)
+		e.publish(p.op.audit)
 	}
+}
+
+// appendAudits appends what publishAudits would publish to dst.
+func appendAudits(dst []AuditEntry, ops []*pending) []AuditEntry {
+	for _, p := range ops {
+		if r := p.scope.batch; r != nil {
+			for _, q := range r.b.ops {
+				dst = append(dst, q.op.audit...)
+			}
+			continue
+		}
+		dst = append(dst, p.op.audit...)
+	}
+	return dst
 }

@@ -327,11 +327,7 @@ func TestTransactionsInFlightAreBounded(t *testing.T) {
 func TestTransactionsInFlightOverAMergerAreUnbounded(t *testing.T) {
 	t.Parallel()
 	s := newTapStore(nil)
-	m, err := holdfast.New(merging{s}, holdfast.Config{SweepInterval: -1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { m.Close(); s.Close() })
+	m := newMergingManager(t, s)
 	const n = 4
 	s.holdCommitted.Store(n)
 	var wg sync.WaitGroup
@@ -364,11 +360,7 @@ func TestTransactionsInFlightOverAMergerAreUnbounded(t *testing.T) {
 func TestEventsArePublishedInCommitOrder(t *testing.T) {
 	t.Parallel()
 	s := newTapStore(nil)
-	m, err := holdfast.New(merging{s}, holdfast.Config{SweepInterval: -1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { m.Close(); s.Close() })
+	m := newMergingManager(t, s)
 	events, cancel := m.Subscribe("")
 	defer cancel()
 	s.holdCommitted.Store(1)
@@ -381,11 +373,12 @@ func TestEventsArePublishedInCommitOrder(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("the first transaction did not commit")
 	}
-	if _, err := m.Acquire(context.Background(), acquireReq("order/2", "s-2")); err != nil {
-		t.Fatal(err)
-	}
+	_, err := m.Acquire(context.Background(), acquireReq("order/2", "s-2"))
 	close(release)
 	wg.Wait()
+	if err != nil {
+		t.Fatal(err)
+	}
 	if errFirst != nil {
 		t.Fatal(errFirst)
 	}
@@ -401,10 +394,59 @@ func TestEventsArePublishedInCommitOrder(t *testing.T) {
 	}
 }
 
+// Over a store.Merger, a transaction that fails in any way gives its
+// place in the order of publication up: the events of those after it
+// still come.
+func TestEventsComeAfterFailedTransactions(t *testing.T) {
+	t.Parallel()
+	s := newTapStore(nil)
+	m := newMergingManager(t, s)
+	events, cancel := m.Subscribe("")
+	defer cancel()
+	ctx := context.Background()
+	if _, err := m.Acquire(ctx, acquireReq("poison/1", "s-1")); err == nil {
+		t.Fatal("a poisoned acquire succeeded")
+	}
+	panicOf(func() { m.Acquire(ctx, acquireReq("panic/2", "s-2")) })
+	letGo := holdFirst(t, m, s)
+	var grouped error
+	inOneGroup(t, m, letGo,
+		func() { m.Acquire(ctx, acquireReq("poison/3", "s-3")) },
+		func() { _, grouped = m.Acquire(ctx, acquireReq("order/4", "s-4")) },
+	)
+	if grouped != nil {
+		t.Fatal(grouped)
+	}
+	s.retryNext.Store(true) // its first run's ticket goes unused
+	if _, err := m.Acquire(ctx, acquireReq("order/5", "s-5")); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"order/4", "order/5"} {
+		select {
+		case e := <-events:
+			if e.Lock.Key != want {
+				t.Fatalf("event for %s, want %s", e.Lock.Key, want)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("the event for %s never came", want)
+		}
+	}
+}
+
 // merging is a tapStore that says it merges concurrent commits.
 type merging struct{ *tapStore }
 
 func (merging) MergesCommits() bool { return true }
+
+func newMergingManager(t *testing.T, s *tapStore) *holdfast.Manager {
+	t.Helper()
+	m, err := holdfast.New(merging{s}, holdfast.Config{SweepInterval: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { m.Close(); s.Close() })
+	return m
+}
 
 // A group is bounded, so that one commit stays short: what queued beyond
 // the bound forms the group after.

@@ -38,6 +38,7 @@ func New(s store.Store, cfg Config) (*Manager, error) {
 	}
 	m := &Manager{store: s, cfg: cfg, stop: make(chan struct{})}
 	m.groups.limit = inFlightFor(s)
+	m.order.ordered = merges(s)
 	if cfg.SweepInterval > 0 {
 		m.swept.Add(1)
 		go m.sweepLoop()
@@ -61,9 +62,13 @@ func (m *Manager) Ping(ctx context.Context) error {
 }
 
 // Subscribe delivers every audit entry committed from now on whose key is
-// under prefix ("" for all; see UnderPrefix). The channel is closed when cancel is
-// called or when the subscriber falls too far behind; resume from the last
-// seen entry's ID with Audit.
+// under prefix ("" for all; see UnderPrefix), in the order of their IDs
+// over the embedded stores. An entry is delivered once its transaction is
+// durable, and there after the entries committed before it: an operation
+// may return a moment before its entry is sent, so a subscription made
+// just after it returned may still receive it. The channel is closed when
+// cancel is called or when the subscriber falls too far behind; resume
+// from the last seen entry's ID with Audit.
 func (m *Manager) Subscribe(prefix string) (entries <-chan AuditEntry, cancel func()) {
 	return m.events.subscribe(prefix)
 }

@@ -75,6 +75,7 @@ func TestConcurrentCommitsArePublishedInOrder(t *testing.T) {
 	defer cancel()
 	const callers, each = 32, 50
 	var wg sync.WaitGroup
+	defer wg.Wait()
 	for c := range callers {
 		wg.Go(func() {
 			for i := range each {
@@ -101,5 +102,4 @@ func TestConcurrentCommitsArePublishedInOrder(t *testing.T) {
 			t.Fatalf("%d events of %d came", n, callers*each)
 		}
 	}
-	wg.Wait()
 }

@@ -382,16 +382,7 @@ func TestEventsArePublishedInCommitOrder(t *testing.T) {
 	if errFirst != nil {
 		t.Fatal(errFirst)
 	}
-	for i, want := range []string{"order/1", "order/2"} {
-		select {
-		case e := <-events:
-			if e.Lock.Key != want {
-				t.Fatalf("event %d is for %s, want %s", i, e.Lock.Key, want)
-			}
-		case <-time.After(10 * time.Second):
-			t.Fatalf("event %d never came", i)
-		}
-	}
+	expectEvents(t, events, "order/1", "order/2")
 }
 
 // Over a store.Merger, a transaction that fails in any way gives its
@@ -421,7 +412,13 @@ func TestEventsComeAfterFailedTransactions(t *testing.T) {
 	if _, err := m.Acquire(ctx, acquireReq("order/5", "s-5")); err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"order/4", "order/5"} {
+	expectEvents(t, events, "order/4", "order/5")
+}
+
+// expectEvents fails t unless the next events are for keys, in order.
+func expectEvents(t *testing.T, events <-chan holdfast.AuditEntry, keys ...string) {
+	t.Helper()
+	for _, want := range keys {
 		select {
 		case e := <-events:
 			if e.Lock.Key != want {

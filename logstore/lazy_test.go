@@ -56,6 +56,17 @@ func TestLazyGroupsAreNotSynced(t *testing.T) {
 	})
 }
 
+// countWrites counts the groups s writes from now on.
+func countWrites(s *Store) *atomic.Int32 {
+	var n atomic.Int32
+	write := s.writeFrame
+	s.writeFrame = func(f *os.File, off int64, frame []byte) error {
+		n.Add(1)
+		return write(f, off, frame)
+	}
+	return &n
+}
+
 // countSyncs counts s's fdatasyncs from now on.
 func countSyncs(s *Store) *atomic.Int32 {
 	var n atomic.Int32
@@ -170,12 +181,7 @@ func TestTouchesWaitToBeWrittenTogether(t *testing.T) {
 	tune.lazyWrite = time.Hour
 	dir := t.TempDir()
 	s := openTuned(t, dir, tune)
-	var writes atomic.Int32
-	write := s.writeFrame
-	s.writeFrame = func(f *os.File, off int64, frame []byte) error {
-		writes.Add(1)
-		return write(f, off, frame)
-	}
+	writes := countWrites(s)
 	sess := store.Session{ID: "s", LastSeen: embeddedtest.AuditT0}
 	if err := s.Update(ctx, func(tx store.Tx) error { return tx.PutSession(sess) }); err != nil {
 		t.Fatal(err)
@@ -221,12 +227,7 @@ func TestTouchesAfterASyncWaitToBeWrittenTogether(t *testing.T) {
 	tune.lazyWrite = time.Hour
 	s := openTuned(t, t.TempDir(), tune)
 	firstIn, releaseFirst := holdFirstSync(s, nil, fdatasync)
-	var writes atomic.Int32
-	write := s.writeFrame
-	s.writeFrame = func(f *os.File, off int64, frame []byte) error {
-		writes.Add(1)
-		return write(f, off, frame)
-	}
+	writes := countWrites(s)
 	sess := store.Session{ID: "s", LastSeen: embeddedtest.AuditT0}
 	put := make(chan error, 1)
 	go func() { put <- s.Update(ctx, func(tx store.Tx) error { return tx.PutSession(sess) }) }()

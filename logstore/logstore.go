@@ -8,13 +8,13 @@
 // and synced form the next group, which is written with one write and
 // made durable by one fdatasync, started as soon as the one before
 // returns (tuning.syncers may have several under way at once). No timer
-// holds a commit back: a lone caller pays exactly one fsync. Lazy session touches
-// (heartbeats) alone wait for writeTimer (about 2 ms) to share a write,
-// and get no fsync of their own: the next one covers them, or lazyTimer's
-// a second later. In
-// the background, once enough log has piled up, a checkpoint of the state
-// is written, so that open reads the checkpoint and the log after it, and
-// the segments before it go once their audit entries are pruned.
+// holds a commit back: a lone caller pays exactly one fsync. Lazy session
+// touches (heartbeats) alone wait for writeTimer (about 2 ms) to share a
+// write, and get no fsync of their own: the next one covers them, or
+// lazyTimer's a second later. In the background, once enough log has
+// piled up, a checkpoint of the state is written, so that open reads the
+// checkpoint and the log after it, and the segments before it go once
+// their audit entries are pruned.
 //
 // If a write or fsync fails, the store fails closed: every later call
 // returns an error wrapping store.ErrUnavailable until the process reopens
@@ -77,8 +77,8 @@ type tuning struct {
 	// syncers is how many groups may be syncing at once. One: on this
 	// project's latest machines two fdatasyncs at once each took about as
 	// long as two in a row, so a second syncer only split the commits
-	// into smaller groups, and BenchmarkStore/AcquireRelease ran 1.35-1.6x
-	// faster with one (docs/STORAGE.md). Earlier machines had measured
+	// into smaller groups, and BenchmarkStore/AcquireRelease ran 1.4-1.7x
+	// faster with one and no bound on the Manager's groups (docs/STORAGE.md). Earlier machines had measured
 	// two ahead, so the syncers work in any number, and the tests of
 	// overlapping syncs run two.
 	syncers int

@@ -5,12 +5,19 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
+
+	"github.com/holdfast/holdfast"
+	"github.com/holdfast/holdfast/logstore"
+	"github.com/holdfast/holdfast/server"
 )
 
 type sseEvent struct {
@@ -318,5 +325,67 @@ func TestEventsCatchUpAfterFallingBehind(t *testing.T) {
 	}
 	if !strings.Contains(h.logs.String(), "catching up from the audit log") {
 		t.Fatal("the stream never fell behind, so this test did not exercise catching up")
+	}
+}
+
+// Over the embedded log store, whose commits many requests share, a
+// stream still gets every event of concurrent requests, in the order of
+// their IDs: the leaders woken by one durable write must not publish out
+// of order, or the stream, which skips what is older than what it sent,
+// drops events.
+func TestEventsOfConcurrentRequestsAllArrive(t *testing.T) {
+	t.Parallel()
+	st, err := logstore.Open(t.TempDir(), logstore.Config{Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mgr, err := holdfast.New(st, holdfast.Config{SweepInterval: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := server.New(server.Config{Manager: mgr, Tokens: defaultTokens(), Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := httptest.NewServer(srv)
+	t.Cleanup(func() {
+		srv.CloseStreams()
+		hs.Close()
+		mgr.Close()
+		st.Close()
+	})
+	h := &harness{t: t, url: hs.URL}
+	s := h.stream("", "")
+
+	const callers, each = 16, 20
+	var wg sync.WaitGroup
+	for c := range callers {
+		wg.Go(func() {
+			for i := range each {
+				body := fmt.Sprintf(`{"keys":["order/%d-%d"],"owner":{"session":"s-%d"}}`, c, i, c)
+				req, _ := http.NewRequest("POST", hs.URL+"/v1/locks/acquire", strings.NewReader(body))
+				req.Header.Set("Content-Type", "application/json")
+				req.Header.Set("Authorization", "Bearer "+clientToken)
+				res, err := http.DefaultClient.Do(req)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				res.Body.Close()
+				if res.StatusCode != 200 {
+					t.Errorf("acquire: status %d", res.StatusCode)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	var last uint64
+	for n := range callers * each {
+		e := s.nextEntry()
+		if e.ID <= last {
+			t.Fatalf("event %d has ID %d after %d", n, e.ID, last)
+		}
+		last = e.ID
 	}
 }

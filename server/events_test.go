@@ -5,19 +5,13 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"log/slog"
 	"net"
 	"net/http"
-	"net/http/httptest"
 	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
-
-	"github.com/holdfast/holdfast"
-	"github.com/holdfast/holdfast/logstore"
-	"github.com/holdfast/holdfast/server"
 )
 
 type sseEvent struct {
@@ -335,26 +329,7 @@ func TestEventsCatchUpAfterFallingBehind(t *testing.T) {
 // drops events.
 func TestEventsOfConcurrentRequestsAllArrive(t *testing.T) {
 	t.Parallel()
-	st, err := logstore.Open(t.TempDir(), logstore.Config{Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	mgr, err := holdfast.New(st, holdfast.Config{SweepInterval: -1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv, err := server.New(server.Config{Manager: mgr, Tokens: defaultTokens(), Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	hs := httptest.NewServer(srv)
-	t.Cleanup(func() {
-		srv.CloseStreams()
-		hs.Close()
-		mgr.Close()
-		st.Close()
-	})
-	h := &harness{t: t, url: hs.URL}
+	h := newHarness(t, options{logStore: true})
 	s := h.stream("", "")
 
 	const callers, each = 16, 20
@@ -363,7 +338,7 @@ func TestEventsOfConcurrentRequestsAllArrive(t *testing.T) {
 		wg.Go(func() {
 			for i := range each {
 				body := fmt.Sprintf(`{"keys":["order/%d-%d"],"owner":{"session":"s-%d"}}`, c, i, c)
-				req, _ := http.NewRequest("POST", hs.URL+"/v1/locks/acquire", strings.NewReader(body))
+				req, _ := http.NewRequest("POST", h.url+"/v1/locks/acquire", strings.NewReader(body))
 				req.Header.Set("Content-Type", "application/json")
 				req.Header.Set("Authorization", "Bearer "+clientToken)
 				res, err := http.DefaultClient.Do(req)

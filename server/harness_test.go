@@ -15,8 +15,10 @@ import (
 	"time"
 
 	"github.com/holdfast/holdfast"
+	"github.com/holdfast/holdfast/logstore"
 	"github.com/holdfast/holdfast/memstore"
 	"github.com/holdfast/holdfast/server"
+	"github.com/holdfast/holdfast/store"
 )
 
 // Tokens the harness configures unless told otherwise.
@@ -55,15 +57,18 @@ type options struct {
 	// tinySocketBuffers makes a client that stops reading block the
 	// server's writes quickly.
 	tinySocketBuffers bool
+	// logStore puts the Manager on the embedded log store, whose commits
+	// many requests share, instead of memstore.
+	logStore bool
 }
 
-// harness is a real server over a real Manager and memstore.
+// harness is a real server over a real Manager and memstore (or logstore).
 type harness struct {
 	t       testing.TB
 	url     string
 	srv     *server.Server
 	mgr     *holdfast.Manager
-	store   *memstore.Store
+	store   store.Store
 	clock   *clock
 	logs    *syncBuffer
 	httpSrv *httptest.Server
@@ -84,10 +89,17 @@ func newHarness(t testing.TB, opts options) *harness {
 		opts.tokens = defaultTokens()
 	}
 	clk := &clock{now: time.Date(2026, 11, 30, 10, 47, 0, 0, time.UTC)}
-	st := memstore.New(memstore.Config{Now: clk.Now})
 	metrics := server.NewMetrics()
 	logs := &syncBuffer{}
 	log := slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	var st store.Store = memstore.New(memstore.Config{Now: clk.Now})
+	if opts.logStore {
+		ls, err := logstore.Open(t.TempDir(), logstore.Config{Now: clk.Now, Logger: log})
+		if err != nil {
+			t.Fatal(err)
+		}
+		st = ls
+	}
 	mgr, err := holdfast.New(st, holdfast.Config{
 		Types: opts.types, SweepInterval: -1, Observer: metrics, Logger: log,
 	})

@@ -6,3 +6,6 @@ func LockKeyID(schema, key string) int64 { return lockID(schema, classKey, key) 
 
 // ReadMark starts the statements of read transactions.
 const ReadMark = readMark
+
+// PlannerSettings are the set_config calls of a write transaction.
+const PlannerSettings = plannerSettings

@@ -99,10 +99,10 @@ func TestPlansUseIndexesOnANewSchema(t *testing.T) {
 		}
 	}
 	// Another test's DDL on the same database can invalidate the kept
-	// plans, and EXPLAIN would then plan them anew with this connection's
-	// settings and keep those plans: a plan found wanting counts only if
-	// it is found again after the connection's statements were dropped
-	// and planned anew by another round of work.
+	// plans; explainKept then plans them anew as a write would. A plan
+	// found wanting counts only if it is found again after the
+	// connection's statements were dropped and planned anew by another
+	// round of work.
 	var scans []string
 	checked := map[string]bool{}
 	for attempt := 0; attempt < 3; attempt++ {
@@ -134,19 +134,26 @@ func TestPlansUseIndexesOnANewSchema(t *testing.T) {
 func explainKept(t *testing.T, pool *pgxpool.Pool, schema string, checked map[string]bool) (scans []string) {
 	t.Helper()
 	ctx := t.Context()
-	// On the same connection: explain each of the store's statements that
-	// has a generic plan, as that plan stands (force_generic_plan reuses
-	// it rather than planning anew).
+	// On the same connection, in a transaction set as the writes set
+	// theirs: explain each of the store's statements that has a generic
+	// plan, as that plan stands (force_generic_plan reuses it rather than
+	// planning anew). A plan that other tests' DDL invalidated meanwhile
+	// (under load, so much that the server resets every cached plan) is
+	// planned anew here as the next write would plan it.
 	conn, err := pool.Acquire(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer conn.Release()
-	if _, err := conn.Exec(ctx, `SET plan_cache_mode = force_generic_plan`); err != nil {
+	tx, err := conn.Begin(ctx)
+	if err != nil {
 		t.Fatal(err)
 	}
-	defer conn.Exec(ctx, `RESET plan_cache_mode`)
-	rows, err := conn.Query(ctx, `SELECT name, statement, cardinality(parameter_types) FROM pg_prepared_statements
+	defer tx.Rollback(ctx)
+	if _, err := tx.Exec(ctx, `SELECT `+pgstore.PlannerSettings); err != nil {
+		t.Fatal(err)
+	}
+	rows, err := tx.Query(ctx, `SELECT name, statement, cardinality(parameter_types) FROM pg_prepared_statements
 		WHERE generic_plans > 0 AND statement LIKE '%"' || $1 || '".%' AND statement NOT LIKE $2 || '%'`, schema, pgstore.ReadMark)
 	if err != nil {
 		t.Fatal(err)
@@ -173,7 +180,7 @@ func explainKept(t *testing.T, pool *pgxpool.Pool, schema string, checked map[st
 			explain += `(` + args + `)`
 		}
 		var plan strings.Builder
-		rows, err := conn.Query(ctx, explain)
+		rows, err := tx.Query(ctx, explain)
 		if err != nil {
 			t.Fatalf("%s: %v", s.sql, err)
 		}

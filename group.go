@@ -452,17 +452,18 @@ func (m *Manager) settle(ops []*pending, err error) (committed bool) {
 }
 
 // publishOrder publishes the audit entries of transactions over a
-// store.Merger in the order they committed. One durable write of such a
-// store wakes the leaders of many transactions, which would publish in
-// whatever order they run, and a subscriber must see audit IDs rise: an
-// event stream skips an entry older than the last it sent. Each run of a
-// transaction takes a ticket inside it, where the embedded stores hold
-// their one write lock, so tickets follow commits; entries whose ticket
-// comes after one not yet handed back wait for it. Such a store answers
-// its commits in order, so they wait only for transactions woken by the
-// same write. Over other stores (PostgreSQL) a transaction's commit may
-// take far longer than the next one's, which must not hold its events
-// back: each publishes as soon as it has committed.
+// store.Merger (logstore, pebblestore, memstore) in the order they
+// committed. One durable write of such a store wakes the leaders of many
+// transactions, which would publish in whatever order they run, and a
+// subscriber must see audit IDs rise: an event stream skips an entry
+// older than the last it sent. Each run of a transaction takes a ticket
+// inside it, where those stores hold their one write lock, so tickets
+// follow commits; entries whose ticket comes after one not yet handed
+// back wait for it. Such a store answers its commits in order, so they
+// wait only for transactions answered at about the same time. Over other
+// stores (PostgreSQL) a transaction's commit may take far longer than the
+// next one's, which must not hold its events back: each publishes as soon
+// as it has committed.
 type publishOrder struct {
 	ordered bool          // the store is a store.Merger
 	taken   atomic.Uint64 // tickets handed out
@@ -475,10 +476,12 @@ type publishOrder struct {
 
 // publishOrder keeps at most spareBuffers buffers for reuse, none holding
 // more than spareEntries: one huge batch's must not stay pinned.
-const spareBuffers, spareEntries = 64, 256
+const spareBuffers, spareEntries = 16, 128
 
 // take hands out the next ticket. It takes no lock of publishOrder's, so
-// that the store's write lock never waits for a publication.
+// that the store's write lock does not wait for a publication (but for a
+// store that runs a transaction's body again, which hands the first run's
+// ticket back from inside the body).
 func (o *publishOrder) take() uint64 { return o.taken.Add(1) - 1 }
 
 // publish hands ticket t back with the operations whose entries it

@@ -435,6 +435,7 @@ type merging struct{ *tapStore }
 
 func (merging) MergesCommits() bool { return true }
 
+// newMergingManager is a Manager over s that takes s for a store.Merger.
 func newMergingManager(t *testing.T, s *tapStore) *holdfast.Manager {
 	t.Helper()
 	m, err := holdfast.New(merging{s}, holdfast.Config{SweepInterval: -1})

@@ -64,7 +64,7 @@ func (m *Manager) Ping(ctx context.Context) error {
 // Subscribe delivers every audit entry committed from now on whose key is
 // under prefix ("" for all; see UnderPrefix). An entry is delivered once
 // its transaction is durable and, over a store.Merger (the embedded
-// stores), after every entry committed before it, so in the order of
+// stores, memstore), after every entry committed before it, so in the order of
 // their IDs: there an operation may return a moment before its entry is
 // sent, and a subscription made just after it returned may still receive
 // it. The channel is closed when cancel is called or when the subscriber

@@ -31,7 +31,10 @@ type Store struct {
 	closed atomic.Bool
 }
 
-var _ store.Store = (*Store)(nil)
+var (
+	_ store.Store  = (*Store)(nil)
+	_ store.Merger = (*Store)(nil)
+)
 
 // New returns an empty store.
 func New(cfg Config) *Store {
@@ -58,6 +61,11 @@ func (s *Store) View(ctx context.Context, fn func(store.ReadTx) error) error {
 
 // Ping fails only once the store is closed.
 func (s *Store) Ping(ctx context.Context) error { return s.usable(ctx) }
+
+// MergesCommits reports true: commits write nothing durable, so any number
+// of them under way cost nothing more, and they are answered in the order
+// they commit (store.Merger).
+func (s *Store) MergesCommits() bool { return true }
 
 // Close makes every later call fail with store.ErrUnavailable.
 func (s *Store) Close() error {

@@ -322,16 +322,23 @@ func TestEventsCatchUpAfterFallingBehind(t *testing.T) {
 	}
 }
 
-// Over the embedded log store, whose commits many requests share, a
-// stream still gets every event of concurrent requests, in the order of
-// their IDs: the leaders woken by one durable write must not publish out
-// of order, or the stream, which skips what is older than what it sent,
-// drops events.
+// A stream gets every event of concurrent requests, in the order of
+// their IDs, over the embedded log store, whose commits many requests
+// share, and over memstore: the leaders woken together must not publish
+// out of order, or the stream, which skips what is older than what it
+// sent, drops events.
 func TestEventsOfConcurrentRequestsAllArrive(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t, options{logStore: true})
-	s := h.stream("", "")
+	for name, opts := range map[string]options{"logstore": {logStore: true}, "memstore": {}} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			eventsOfConcurrentRequests(t, newHarness(t, opts))
+		})
+	}
+}
 
+func eventsOfConcurrentRequests(t *testing.T, h *harness) {
+	s := h.stream("", "")
 	const callers, each = 16, 20
 	var wg sync.WaitGroup
 	for c := range callers {
@@ -355,6 +362,9 @@ func TestEventsOfConcurrentRequestsAllArrive(t *testing.T) {
 		})
 	}
 	wg.Wait()
+	if t.Failed() {
+		return
+	}
 	var last uint64
 	for n := range callers * each {
 		e := s.nextEntry()

@@ -92,13 +92,15 @@ func newHarness(t testing.TB, opts options) *harness {
 	metrics := server.NewMetrics()
 	logs := &syncBuffer{}
 	log := slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	var st store.Store = memstore.New(memstore.Config{Now: clk.Now})
+	var st store.Store
 	if opts.logStore {
 		ls, err := logstore.Open(t.TempDir(), logstore.Config{Now: clk.Now, Logger: log})
 		if err != nil {
 			t.Fatal(err)
 		}
 		st = ls
+	} else {
+		st = memstore.New(memstore.Config{Now: clk.Now})
 	}
 	mgr, err := holdfast.New(st, holdfast.Config{
 		Types: opts.types, SweepInterval: -1, Observer: metrics, Logger: log,

@@ -134,13 +134,16 @@ type Toucher interface {
 }
 
 // Merger is implemented by a Store whose concurrent transactions share
-// durable writes of its own accord (a group commit of its own), so that
-// more of them under way at once cost no more writes. MergesCommits
-// reports whether this one does. The Manager then starts each group's
-// transaction as soon as the group before has run its operations, however
-// many are still waiting to be durable; over other stores it keeps two
-// under way, because each pays a commit of its own. A wrapper of a Store
-// should forward it.
+// durable writes of its own accord (a group commit of its own), or write
+// none (memstore), so that more of them under way at once cost no more
+// writes, and whose transactions are answered in the order they commit.
+// MergesCommits reports whether this one does. The Manager then starts
+// each group's transaction as soon as the group before has run its
+// operations, however many are still waiting to be durable, and publishes
+// their audit entries in commit order; over other stores it keeps two
+// under way, because each pays a commit of its own, and publishes each
+// one's entries as soon as it has committed. A wrapper of a Store should
+// forward it.
 type Merger interface {
 	MergesCommits() bool
 }

@@ -110,6 +110,11 @@ const maxBatchOps = 1000
 // its result, or the context's error if ctx ends first (the operation may
 // still be carried out, as a request cut off in flight may).
 func (k *coalescer) do(ctx context.Context, op Op, encode func([]byte) []byte) Result {
+	if err := ctx.Err(); err != nil {
+		// Not sent, as a single call's request is not once its context
+		// has ended.
+		return Result{Err: &holdfast.UnavailableError{Err: err}}
+	}
 	done := resultChans.Get().(chan Result)
 	k.mu.Lock()
 	if k.next == nil {

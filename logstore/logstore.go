@@ -78,7 +78,8 @@ type tuning struct {
 	// project's latest machines two fdatasyncs at once each took about as
 	// long as two in a row, so a second syncer only split the commits
 	// into smaller groups, and BenchmarkStore/AcquireRelease ran 1.4-1.7x
-	// faster with one and no bound on the Manager's groups (docs/STORAGE.md). Earlier machines had measured
+	// faster with one and no bound on the Manager's groups
+	// (docs/BENCHMARKS.md, docs/STORAGE.md). Earlier machines had measured
 	// two ahead, so the syncers work in any number, and the tests of
 	// overlapping syncs run two.
 	syncers int

@@ -3,7 +3,6 @@ package holdfast
 import (
 	"context"
 	"errors"
-	"math"
 	"runtime/debug"
 	"slices"
 	"sync"
@@ -158,7 +157,7 @@ type grouper struct {
 	mu       sync.Mutex
 	running  bool // a group's operations are running
 	inFlight int  // groups whose transactions have not returned
-	limit    int  // on inFlight: inFlightFor the store
+	limit    int  // on inFlight: maxInFlight, or none over a store.Merger
 	queue    []*pending
 }
 
@@ -170,14 +169,6 @@ type grouper struct {
 // each group runs its operations as soon as the one before has run its
 // own, while those before wait for the disk together (docs/STORAGE.md).
 const maxInFlight = 2
-
-// inFlightFor is the bound on groups under way over s.
-func inFlightFor(s store.Store) int {
-	if merges(s) {
-		return math.MaxInt
-	}
-	return maxInFlight
-}
 
 // merges reports whether s merges concurrent commits (store.Merger).
 func merges(s store.Store) bool {

@@ -3,6 +3,7 @@ package holdfast
 import (
 	"context"
 	"errors"
+	"math"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -37,8 +38,10 @@ func New(s store.Store, cfg Config) (*Manager, error) {
 		return nil, err
 	}
 	m := &Manager{store: s, cfg: cfg, stop: make(chan struct{})}
-	m.groups.limit = inFlightFor(s)
-	m.order.ordered = merges(s)
+	m.groups.limit, m.order.ordered = maxInFlight, merges(s)
+	if m.order.ordered {
+		m.groups.limit = math.MaxInt
+	}
 	if cfg.SweepInterval > 0 {
 		m.swept.Add(1)
 		go m.sweepLoop()

@@ -17,9 +17,10 @@ var _ store.Preparer = (*tx)(nil)
 // take_locks, in ascending order, like any other), reads under them into
 // the transaction's caches the lock rows related to each key, the
 // sessions' records and locks and the lost records of the reporting
-// sessions, and draws a token and an audit id per key. The operations then read from the caches, so that a
-// group of them costs a constant number of round trips. Called first,
-// Prepare opens the transaction in the same round trip.
+// sessions, and draws a token and an audit id per key. The operations
+// then read from the caches, so that a group of them costs a constant
+// number of round trips. Called first, Prepare opens the transaction in
+// the same round trip.
 //
 // Lost records are read only for the sessions that report them
 // (heartbeats): acquires and releases never read them, and a statement

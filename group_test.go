@@ -880,13 +880,18 @@ type sizingStore struct {
 	sizes []int64
 }
 
+// Update records the size as the transaction's body ends, under the
+// store's write lock, so that sizes come in commit order: two
+// transactions in flight may return in either order.
 func (s *sizingStore) Update(ctx context.Context, fn func(store.Tx) error) error {
-	var n atomic.Int64
-	err := s.tapStore.Update(ctx, func(tx store.Tx) error { return fn(countingTx{tx, &n}) })
-	s.mu.Lock()
-	s.sizes = append(s.sizes, n.Load())
-	s.mu.Unlock()
-	return err
+	return s.tapStore.Update(ctx, func(tx store.Tx) error {
+		var n atomic.Int64
+		err := fn(countingTx{tx, &n})
+		s.mu.Lock()
+		s.sizes = append(s.sizes, n.Load())
+		s.mu.Unlock()
+		return err
+	})
 }
 
 // A batch counts its operations toward the bound of a group: batches

@@ -18,9 +18,9 @@ const auditPage = 1000
 // events streams audit entries as server-sent events. It subscribes
 // before it replays what the client missed (entries after Last-Event-ID),
 // so nothing committed in between is lost, and it drops by ID what the
-// replay already sent. A subscriber that falls behind has its channel
-// closed by the Manager; the stream then subscribes again and catches up
-// from the audit log.
+// replay already sent (see sentIDs). A subscriber that falls behind has
+// its channel closed by the Manager; the stream then subscribes again and
+// catches up from the audit log.
 func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 	q := newQuery(r.URL.Query(), "prefix")
 	prefix := q.str("prefix")
@@ -53,7 +53,10 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 	default:
 	}
 
-	st := &stream{w: w, rc: http.NewResponseController(w), last: last}
+	st := &stream{w: w, rc: http.NewResponseController(w)}
+	if resume {
+		st.sent.resume(last)
+	}
 	// A stream lives longer than any request timeout; errors only mean the
 	// writer has no deadlines to lift.
 	_ = st.rc.SetReadDeadline(time.Time{})
@@ -94,7 +97,7 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 			}
 		case e, ok := <-entries:
 			if !ok {
-				s.log.DebugContext(ctx, "event stream fell behind; catching up from the audit log", "after", st.last)
+				s.log.DebugContext(ctx, "event stream fell behind; catching up from the audit log", "after", st.sent.floor)
 				cancel()
 				entries, cancel = s.mgr.Subscribe(prefix)
 				if err := s.replay(ctx, prefix, st); err != nil {
@@ -113,9 +116,9 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// replay queues every entry after st.last for the stream.
+// replay queues every entry after the stream's floor that it has not sent.
 func (s *Server) replay(ctx context.Context, prefix string, st *stream) error {
-	after := strconv.FormatUint(st.last, 10)
+	after := strconv.FormatUint(st.sent.floor, 10)
 	for {
 		page, err := s.mgr.Audit(ctx, holdfast.AuditQuery{Key: prefix, After: after, Limit: auditPage})
 		if err != nil {
@@ -131,25 +134,30 @@ func (s *Server) replay(ctx context.Context, prefix string, st *stream) error {
 	}
 }
 
-// stream writes events and remembers the last ID sent, so nothing is sent
+// stream writes events and remembers which it sent, so nothing is sent
 // twice.
 type stream struct {
 	w       http.ResponseWriter
 	rc      *http.ResponseController
-	last    uint64
-	pending []holdfast.AuditEntry
+	sent    sentIDs
+	pending []pendingEvent
+}
+
+// pendingEvent is a replayed entry and the cursor it is sent with.
+type pendingEvent struct {
+	entry  holdfast.AuditEntry
+	cursor uint64
 }
 
 func (st *stream) queue(e holdfast.AuditEntry) {
-	if e.ID > st.last {
-		st.pending = append(st.pending, e)
-		st.last = e.ID
+	if st.sent.add(e.ID) {
+		st.pending = append(st.pending, pendingEvent{e, st.sent.top})
 	}
 }
 
 func (st *stream) flushPending() error {
-	for _, e := range st.pending {
-		if err := st.write(e); err != nil {
+	for _, p := range st.pending {
+		if err := st.write(p.entry, p.cursor); err != nil {
 			return err
 		}
 	}
@@ -158,23 +166,82 @@ func (st *stream) flushPending() error {
 }
 
 func (st *stream) send(e holdfast.AuditEntry) error {
-	if e.ID <= st.last {
+	if !st.sent.add(e.ID) {
 		return nil
 	}
-	st.last = e.ID
-	if err := st.write(e); err != nil {
+	if err := st.write(e, st.sent.top); err != nil {
 		return err
 	}
 	return st.rc.Flush()
 }
 
-func (st *stream) write(e holdfast.AuditEntry) error {
+// write sends e with cursor as its event id: the highest ID sent so far,
+// which e's own is unless e came after a higher one. Last-Event-ID then
+// never goes back, and a resumed stream replays nothing twice.
+func (st *stream) write(e holdfast.AuditEntry, cursor uint64) error {
 	data, err := json.Marshal(e)
 	if err != nil {
 		return err
 	}
-	_, err = fmt.Fprintf(st.w, "id: %d\nevent: %s\ndata: %s\n\n", e.ID, e.Event, data)
+	_, err = fmt.Fprintf(st.w, "id: %d\nevent: %s\ndata: %s\n\n", cursor, e.Event, data)
 	return err
+}
+
+// sentWindow is how many IDs below the highest one sent a stream tracks
+// one by one. Audit IDs are drawn before commit, so over PostgreSQL an
+// entry can commit, and reach the stream, after one with a higher ID
+// (two transactions in flight on a server, or servers sharing the
+// database). Within the window the stream still sends it; below, it takes
+// it for sent. A transaction would have to stay uncommitted while this many
+// IDs are drawn after its own to fall out of it.
+const sentWindow = 4096
+
+// sentIDs records the IDs a stream sent: every ID at or below floor, and
+// those marked in bits among (top-sentWindow, top], where top is the
+// highest sent (or the Last-Event-ID resumed from). An ID's bit is bit
+// id%sentWindow.
+type sentIDs struct {
+	started    bool
+	floor, top uint64
+	bits       [sentWindow / 64]uint64
+}
+
+// resume counts every ID up to last as sent: the client has them.
+func (s *sentIDs) resume(last uint64) {
+	*s = sentIDs{started: true, floor: last, top: last}
+}
+
+// add records id as sent and reports whether it was not already. A stream
+// that did not resume begins at its first entry: what came before is the
+// past the client did not ask for, and catching up must not replay it.
+func (s *sentIDs) add(id uint64) bool {
+	if !s.started {
+		s.resume(id - 1)
+	}
+	if id <= s.floor {
+		return false
+	}
+	if id > s.top {
+		// The slots of the IDs the window leaves are those of the IDs it
+		// reaches: clear them.
+		if id-s.top >= sentWindow {
+			clear(s.bits[:])
+		} else {
+			for n := s.top + 1; n <= id; n++ {
+				s.bits[n%sentWindow/64] &^= 1 << (n % 64)
+			}
+		}
+		s.top = id
+		if id > sentWindow {
+			s.floor = max(s.floor, id-sentWindow)
+		}
+	}
+	word, bit := &s.bits[id%sentWindow/64], uint64(1)<<(id%64)
+	if *word&bit != 0 {
+		return false
+	}
+	*word |= bit
+	return true
 }
 
 func (st *stream) comment(text string) error {

@@ -173,6 +173,58 @@ func TestNodesEventsReachEveryNode(t *testing.T) {
 			}
 		}
 	}
+
+	// Concurrent commits on every node reach each stream in an order of
+	// their own, not always their IDs' (drawn before commit): each
+	// arrives all the same, once.
+	const callers, each = 4, 25
+	want := map[string]bool{}
+	var wg sync.WaitGroup
+	for from, n := range nodes {
+		c := newClient(t, n.url)
+		for caller := range callers {
+			keys := make([]string, each)
+			for i := range keys {
+				keys[i] = fmt.Sprintf("evt/burst-%d-%d-%d", from, caller, i)
+				want[keys[i]] = true
+			}
+			wg.Go(func() {
+				for _, key := range keys {
+					if _, err := acquire(c, key, fmt.Sprintf("burst-%d-%d", from, caller)); err != nil {
+						t.Error(err)
+						return
+					}
+				}
+			})
+		}
+	}
+	wg.Wait()
+	if t.Failed() {
+		return
+	}
+	for to := range nodes {
+		got := map[string]int{}
+		timeout := time.After(20 * time.Second)
+		for len(got) < len(want) {
+			select {
+			case k := <-seen[to]:
+				if !want[k] {
+					continue
+				}
+				if got[k]++; got[k] > 1 {
+					t.Fatalf("node %d's stream delivered %s twice", to, k)
+				}
+			case <-timeout:
+				var missing []string
+				for k := range want {
+					if got[k] == 0 {
+						missing = append(missing, k)
+					}
+				}
+				t.Fatalf("node %d's stream never delivered %d of the %d concurrent grants, such as %v", to, len(missing), len(want), missing[:min(3, len(missing))])
+			}
+		}
+	}
 }
 
 // Killing a node with SIGKILL under load loses nothing it acknowledged:

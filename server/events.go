@@ -97,7 +97,7 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 			}
 		case e, ok := <-entries:
 			if !ok {
-				s.log.DebugContext(ctx, "event stream fell behind; catching up from the audit log", "after", st.sent.floor)
+				s.log.DebugContext(ctx, "event stream fell behind; catching up from the audit log", "after", st.sent.replayFrom())
 				cancel()
 				entries, cancel = s.mgr.Subscribe(prefix)
 				if err := s.replay(ctx, prefix, st); err != nil {
@@ -116,9 +116,10 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// replay queues every entry after the stream's floor that it has not sent.
+// replay queues every entry of the stream's window and after that it has
+// not sent.
 func (s *Server) replay(ctx context.Context, prefix string, st *stream) error {
-	after := strconv.FormatUint(st.sent.floor, 10)
+	after := strconv.FormatUint(st.sent.replayFrom(), 10)
 	for {
 		page, err := s.mgr.Audit(ctx, holdfast.AuditQuery{Key: prefix, After: after, Limit: auditPage})
 		if err != nil {
@@ -187,36 +188,46 @@ func (st *stream) write(e holdfast.AuditEntry, cursor uint64) error {
 	return err
 }
 
-// sentWindow is how many IDs below the highest one sent a stream tracks
-// one by one. Audit IDs are drawn before commit, so over PostgreSQL an
-// entry can commit, and reach the stream, after one with a higher ID
-// (two transactions in flight on a server, or servers sharing the
-// database). Within the window the stream still sends it; below, it takes
-// it for sent. A transaction would have to stay uncommitted while this many
-// IDs are drawn after its own to fall out of it.
-const sentWindow = 4096
+// sentWindow is how many IDs up to the highest one sent a stream tracks
+// one by one (2 KiB a stream). Audit IDs are drawn before commit, so over
+// PostgreSQL an entry can commit, and reach the stream, after one with a
+// higher ID (two transactions in flight on a server, or servers sharing
+// the database). Within the window the stream still sends it; below, it
+// takes it for sent. A live stream misses an entry only if this many IDs
+// were drawn after its own before it committed: by other transactions, or
+// by its own if it has more entries than this.
+const sentWindow = 16384
 
 // sentIDs records the IDs a stream sent: every ID at or below floor, and
 // those marked in bits among (top-sentWindow, top], where top is the
-// highest sent (or the Last-Event-ID resumed from). An ID's bit is bit
-// id%sentWindow.
+// highest sent or the Last-Event-ID resumed from; ID n's bit is bit
+// n%sentWindow. since is where the stream began: its Last-Event-ID, or
+// just below its first entry.
 type sentIDs struct {
-	started    bool
-	floor, top uint64
-	bits       [sentWindow / 64]uint64
+	started           bool
+	since, floor, top uint64
+	bits              [sentWindow / 64]uint64
 }
 
 // resume counts every ID up to last as sent: the client has them.
 func (s *sentIDs) resume(last uint64) {
-	*s = sentIDs{started: true, floor: last, top: last}
+	*s = sentIDs{started: true, since: last, floor: last, top: last}
 }
 
-// add records id as sent and reports whether it was not already. A stream
-// that did not resume begins at its first entry: what came before is the
-// past the client did not ask for, and catching up must not replay it.
+// replayFrom is the ID after which catching up reads the audit log: the
+// window, not what came before the stream began.
+func (s *sentIDs) replayFrom() uint64 { return max(s.since, s.floor) }
+
+// add records id as sent and reports whether it was not already.
 func (s *sentIDs) add(id uint64) bool {
+	if id == 0 {
+		return false // audit IDs start at 1
+	}
 	if !s.started {
-		s.resume(id - 1)
+		// A stream that did not resume begins at its first entry; one
+		// below it that commits later is news all the same.
+		s.started, s.since, s.top = true, id-1, id-1
+		s.floor = s.top - min(s.top, sentWindow)
 	}
 	if id <= s.floor {
 		return false
@@ -227,14 +238,12 @@ func (s *sentIDs) add(id uint64) bool {
 		if id-s.top >= sentWindow {
 			clear(s.bits[:])
 		} else {
-			for n := s.top + 1; n <= id; n++ {
+			for n := id; n > s.top; n-- {
 				s.bits[n%sentWindow/64] &^= 1 << (n % 64)
 			}
 		}
 		s.top = id
-		if id > sentWindow {
-			s.floor = max(s.floor, id-sentWindow)
-		}
+		s.floor = max(s.floor, id-min(id, sentWindow))
 	}
 	word, bit := &s.bits[id%sentWindow/64], uint64(1)<<(id%64)
 	if *word&bit != 0 {

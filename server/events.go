@@ -116,8 +116,8 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// replay queues every entry of the stream's window and after that it has
-// not sent.
+// replay queues every entry after the stream's window, or after where it
+// began if that is higher, that it has not sent.
 func (s *Server) replay(ctx context.Context, prefix string, st *stream) error {
 	after := strconv.FormatUint(st.sent.replayFrom(), 10)
 	for {

@@ -53,6 +53,10 @@ func TestSentIDsTellEachIDOnce(t *testing.T) {
 	add(110+sentWindow, false)
 	add(109+sentWindow, true)
 	replayFrom(110)
+	// A move of one less than the window keeps the old top's slot.
+	add(10*sentWindow-1, true)
+	add(11*sentWindow-2, true)
+	add(10*sentWindow-1, false)
 	// A jump past the whole window clears every slot.
 	add(10*sentWindow, true)
 	add(10*sentWindow+1, true)

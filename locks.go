@@ -306,6 +306,15 @@ func (o *readOp) listLocks(q store.LockQuery, want int) ([]store.Lock, error) {
 		if err != nil {
 			return nil, err
 		}
+		n := len(batch)
+		if n == 0 {
+			break
+		}
+		last := batch[n-1]
+		// The batch is ours: the live locks are kept in its place, so
+		// that a page allocates no slice of its own, which was half of
+		// what a listing allocated.
+		live := batch[:0]
 		for _, l := range batch {
 			if !UnderPrefix(prefix, l.Key) {
 				continue
@@ -313,13 +322,17 @@ func (o *readOp) listLocks(q store.LockQuery, want int) ([]store.Lock, error) {
 			if why, err := o.deadReason(l); err != nil {
 				return nil, err
 			} else if why == "" {
-				out = append(out, l)
+				live = append(live, l)
 			}
 		}
-		if len(batch) < q.Limit {
+		if out == nil {
+			out = live
+		} else {
+			out = append(out, live...)
+		}
+		if n < q.Limit {
 			break
 		}
-		last := batch[len(batch)-1]
 		q.AfterKey, q.AfterSession = last.Key, last.Session
 	}
 	return out, nil

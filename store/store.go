@@ -61,7 +61,8 @@ type ReadTx interface {
 	// ExpiredLocks returns up to limit locks with ExpiresAt <= now, oldest
 	// expiry first.
 	ExpiredLocks(now time.Time, limit int) ([]Lock, error)
-	// Locks lists locks ordered by (key, session) after the cursor.
+	// Locks lists locks ordered by (key, session) after the cursor, in a
+	// slice of the caller's own.
 	Locks(q LockQuery) ([]Lock, error)
 
 	// Session returns a session record, live or ended.

@@ -15,6 +15,7 @@ var listingCases = []testCase{
 	{"SortedByKeyThenSession", testLocksSorted},
 	{"Pagination", testLocksPagination},
 	{"ExpiredNotListed", testExpiredNotListed},
+	{"ExpiredSkippedAcrossPages", testExpiredSkippedAcrossPages},
 	{"Sessions", testSessionsListing},
 }
 
@@ -136,6 +137,32 @@ func testExpiredNotListed(e *env) {
 	if got := e.sessions(holdfast.SessionQuery{Session: "s-carol"}); len(got) != 0 {
 		e.t.Fatalf("idle session listed: %+v", got)
 	}
+}
+
+// A page of live locks is filled past expired records that the store
+// still returns: the listing reads on until it has a page, and its
+// cursor resumes after what it read, not what it kept.
+func testExpiredSkippedAcrossPages(e *env) {
+	var live []holdfast.Lock
+	for i, expires := range []bool{true, true, false, true, false, false, true} {
+		req := exclusive(fmt.Sprintf("skip/%d", i), owner(fmt.Sprintf("o%d", i)))
+		if expires {
+			req.TTL = holdfast.Duration(time.Minute)
+			e.grant(req)
+			continue
+		}
+		live = append(live, e.grant(req))
+	}
+	e.advance(2 * time.Minute)
+	page, err := e.m.Locks(e.t.Context(), holdfast.LockQuery{Prefix: "skip", Limit: 2})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	wantLocks(e.t, "first page", page.Locks, live[:2])
+	if page.Next == nil {
+		e.t.Fatal("first page: no cursor, with a live lock left")
+	}
+	wantLocks(e.t, "all pages", e.locks(holdfast.LockQuery{Prefix: "skip", Limit: 2}), live)
 }
 
 func testSessionsListing(e *env) {

@@ -144,7 +144,7 @@ func testExpiredNotListed(e *env) {
 // cursor resumes after what it read, not what it kept.
 func testExpiredSkippedAcrossPages(e *env) {
 	var live []holdfast.Lock
-	for i, expires := range []bool{true, true, false, true, false, false, true} {
+	for i, expires := range []bool{true, true, false, true, true, false, false, true} {
 		req := exclusive(fmt.Sprintf("skip/%d", i), owner(fmt.Sprintf("o%d", i)))
 		if expires {
 			req.TTL = holdfast.Duration(time.Minute)

@@ -3,6 +3,7 @@ package holdfast
 import (
 	"context"
 	"errors"
+	"iter"
 	"runtime/debug"
 	"slices"
 	"sync"
@@ -506,30 +507,37 @@ func (o *publishOrder) publish(t uint64, ops []*pending, e *events) {
 	}
 }
 
-// publishAudits publishes the audit entries of ops, and of the operations
-// of a batch among them, in order.
-func publishAudits(e *events, ops []*pending) {
-	for _, p := range ops {
-		if r := p.scope.batch; r != nil {
-			for _, q := range r.b.ops {
-				e.publish(q.op.audit)
+// audits yields the audit entries of ops, and of the operations of a
+// batch among them, in order.
+func audits(ops []*pending) iter.Seq[[]AuditEntry] {
+	return func(yield func([]AuditEntry) bool) {
+		for _, p := range ops {
+			if r := p.scope.batch; r != nil {
+				for _, q := range r.b.ops {
+					if !yield(q.op.audit) {
+						return
+					}
+				}
+				continue
 			}
-			continue
+			if !yield(p.op.audit) {
+				return
+			}
 		}
-		e.publish(p.op.audit)
 	}
 }
 
-// appendAudits appends what publishAudits would publish to dst.
+// publishAudits publishes the audit entries of ops.
+func publishAudits(e *events, ops []*pending) {
+	for entries := range audits(ops) {
+		e.publish(entries)
+	}
+}
+
+// appendAudits appends the audit entries of ops to dst.
 func appendAudits(dst []AuditEntry, ops []*pending) []AuditEntry {
-	for _, p := range ops {
-		if r := p.scope.batch; r != nil {
-			for _, q := range r.b.ops {
-				dst = append(dst, q.op.audit...)
-			}
-			continue
-		}
-		dst = append(dst, p.op.audit...)
+	for entries := range audits(ops) {
+		dst = append(dst, entries...)
 	}
 	return dst
 }

@@ -113,13 +113,20 @@ type entry struct {
 	Reason string `json:"reason"`
 }
 
-func (s *eventStream) nextEntry() entry {
+// nextEvent returns the next event and the entry its data holds.
+func (s *eventStream) nextEvent() (sseEvent, entry) {
 	s.t.Helper()
 	e := s.next()
 	var en entry
 	if err := json.Unmarshal([]byte(e.data), &en); err != nil {
 		s.t.Fatalf("data %q: %v", e.data, err)
 	}
+	return e, en
+}
+
+func (s *eventStream) nextEntry() entry {
+	s.t.Helper()
+	e, en := s.nextEvent()
 	if e.id != strconv.FormatUint(en.ID, 10) || e.event != en.Event {
 		s.t.Fatalf("id %q and event %q disagree with data %s", e.id, e.event, e.data)
 	}
@@ -402,11 +409,7 @@ func TestEventsSendAnEntryThatComesAfterAHigherID(t *testing.T) {
 		cursor, id uint64
 		key        string
 	}{{first.ID + 10, first.ID + 10, "doc/high"}, {first.ID + 10, first.ID + 5, "doc/late"}, {first.ID + 11, first.ID + 11, "doc/next"}} {
-		e := s.next()
-		var en entry
-		if err := json.Unmarshal([]byte(e.data), &en); err != nil {
-			t.Fatalf("data %q: %v", e.data, err)
-		}
+		e, en := s.nextEvent()
 		if e.id != strconv.FormatUint(want.cursor, 10) || en.ID != want.id || en.Lock.Key != want.key {
 			t.Fatalf("got id: %s, entry %d %s; want id: %d, entry %d %s", e.id, en.ID, en.Lock.Key, want.cursor, want.id, want.key)
 		}

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/holdfast/holdfast"
 	"github.com/holdfast/holdfast/internal/config"
@@ -83,6 +84,7 @@ Flags:
 	}()
 
 	metrics := server.NewMetrics()
+	registerRecordGauges(metrics.Registry(), st)
 	hc := cfg.Manager()
 	hc.Logger = log
 	hc.Observer = metrics
@@ -218,6 +220,29 @@ func openStore(ctx context.Context, cfg config.Config, log *slog.Logger) (store.
 		return nil, nil, fmt.Errorf("opening the embedded store in %s: %w", dsn, err)
 	}
 	return st, st.Close, nil
+}
+
+// registerRecordGauges exports how many records an embedded store keeps in
+// memory, which is what its memory grows with: locks (expired ones the
+// sweep has not removed yet included), sessions (live and ended) and
+// lost-lock records. Other stores keep theirs elsewhere.
+func registerRecordGauges(reg *prometheus.Registry, st store.Store) {
+	var counts func() [3]int
+	switch s := st.(type) {
+	case *logstore.Store:
+		counts = func() [3]int { m := s.Memory(); return [3]int{m.Locks, m.Sessions, m.Lost} }
+	case *pebblestore.Store:
+		counts = func() [3]int { m := s.Memory(); return [3]int{m.Locks, m.Sessions, m.Lost} }
+	default:
+		return
+	}
+	for i, kind := range [3]string{"locks", "sessions", "lost"} {
+		reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name:        "holdfast_store_records",
+			Help:        "Records the embedded store keeps in memory, by kind: locks (expired ones not yet swept included), sessions (live and ended), lost (lost-lock records).",
+			ConstLabels: prometheus.Labels{"kind": kind},
+		}, func() float64 { return float64(counts()[i]) }))
+	}
 }
 
 // openPostgres connects a pool to the database, migrates the schema when

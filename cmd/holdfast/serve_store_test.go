@@ -1,8 +1,11 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"errors"
+	"fmt"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -37,6 +40,32 @@ func TestServeNewDirectoryUsesLogstore(t *testing.T) {
 	if len(names) < 2 { // the lock file and at least one segment
 		t.Errorf("store directory holds %v", names)
 	}
+	if got := storeRecords(t, p.url); got["locks"] != 1 || got["sessions"] != 1 || got["lost"] != 0 {
+		t.Errorf("holdfast_store_records after one acquire: %v", got)
+	}
+}
+
+// storeRecords reads the holdfast_store_records gauges from /metrics.
+func storeRecords(t *testing.T, url string) map[string]int {
+	t.Helper()
+	res, err := http.Get(url + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	got := map[string]int{}
+	sc := bufio.NewScanner(res.Body)
+	for sc.Scan() {
+		var kind string
+		var n float64
+		if _, err := fmt.Sscanf(sc.Text(), "holdfast_store_records{kind=%q} %g", &kind, &n); err == nil {
+			got[kind] = int(n)
+		}
+	}
+	if len(got) != 3 {
+		t.Fatalf("/metrics holds holdfast_store_records %v, want locks, sessions and lost", got)
+	}
+	return got
 }
 
 // TestServeKeepsAnEarlierPebbleDirectory: a directory written by the
@@ -73,5 +102,8 @@ func TestServeKeepsAnEarlierPebbleDirectory(t *testing.T) {
 	}
 	if out := p.output(); !strings.Contains(out, "pebblestore") {
 		t.Errorf("serve did not say which engine it kept:\n%s", out)
+	}
+	if got := storeRecords(t, p.url); got["locks"] != 1 {
+		t.Errorf("holdfast_store_records over the earlier directory: %v", got)
 	}
 }

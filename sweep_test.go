@@ -126,3 +126,32 @@ func TestBackgroundSweepForgetsBatchByBatch(t *testing.T) {
 		}
 	}
 }
+
+// A sweep removes every expired lock, batch after batch, however many
+// batches they fill.
+func TestSweepRemovesExpiredLocksBatchByBatch(t *testing.T) {
+	t.Parallel()
+	e := newSweepEnv(t)
+	const n = 3*sweepBatch + 1
+	keys := make([]string, n)
+	for i := range keys {
+		keys[i] = fmt.Sprintf("policy/%d", i)
+	}
+	if _, err := e.m.Acquire(t.Context(), AcquireRequest{Keys: keys, Owner: Owner{Session: "s-1"}, TTL: Duration(time.Minute)}); err != nil {
+		t.Fatal(err)
+	}
+	e.advance(2 * time.Minute)
+	if err := e.m.Sweep(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	err := e.m.store.View(t.Context(), func(tx store.ReadTx) error {
+		left, err := tx.ExpiredLocks(time.Unix(0, e.now.Load()), n)
+		if err == nil && len(left) != 0 {
+			t.Errorf("%d of %d expired locks left after a sweep", len(left), n)
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}

@@ -8,13 +8,17 @@ import (
 )
 
 // sweepBatch bounds the work of one sweep transaction, so that a mass
-// expiry never holds the store for long. Each transaction waits for its
-// commit, so the batch also paces the sweep: with 100, the scale
-// benchmark's sweep of a million expired locks took 8 s and the acquires
-// running meanwhile a p99 1.7-2.4x their p99 without it; with 25, 14 s and
-// 1.4-1.7x (docs/BENCHMARKS.md). Expired locks are free at once either
-// way; the sweep only removes them.
-const sweepBatch = 25
+// expiry never holds the store for long.
+const sweepBatch = 100
+
+// expiredBatch is sweepBatch for expired locks, which a mass expiry brings
+// by the million. Each sweep transaction waits for its commit, so the
+// batch also paces their sweep, which competes with the acquires running
+// meanwhile: with 100, the scale benchmark's sweep of a million expired
+// locks took 8 s and those acquires' p99 was 1.7-2.4x their p99 without
+// it; with 25, 14 s and 1.4-1.7x (docs/BENCHMARKS.md). Expired locks are
+// free at once either way; the sweep only removes them.
+const expiredBatch = 25
 
 // forgetBatch is how many live sessions one sweep looks at for sessions to
 // forget: reading a session is cheap, and deleting one is rare.
@@ -53,19 +57,17 @@ func (m *Manager) Sweep(ctx context.Context) error {
 	return m.sweep(ctx, &after, true)
 }
 
-// sweep runs each step until it has nothing left to do, except the search
+// sweep runs each step until it has nothing left to do (a step says
+// whether it filled its batch, so that there may be more), except the search
 // for sessions to forget: that looks at the live sessions after *after
 // and moves *after on, through all of them if whole is set, else through
 // one batch.
 func (m *Manager) sweep(ctx context.Context, after *string, whole bool) error {
-	forget := func(o *op) (int, error) {
+	forget := func(o *op) (bool, error) {
 		n, err := m.sweepForgotten(o, after)
-		if whole && n == forgetBatch {
-			return sweepBatch, err // more to look at
-		}
-		return 0, err
+		return whole && n == forgetBatch, err
 	}
-	steps := []func(o *op) (int, error){
+	steps := []func(o *op) (more bool, err error){
 		m.sweepExpiredLocks, m.sweepIdleSessions, m.sweepLost, m.sweepEndedSessions, forget, m.sweepAudit,
 	}
 	for _, step := range steps {
@@ -73,15 +75,15 @@ func (m *Manager) sweep(ctx context.Context, after *string, whole bool) error {
 			if err := ctx.Err(); err != nil {
 				return err
 			}
-			var n int
+			var more bool
 			err := m.update(ctx, "sweep", scope{}, func(o *op) (err error) {
-				n, err = step(o)
+				more, err = step(o)
 				return err
 			})
 			if err != nil {
 				return err
 			}
-			if n < sweepBatch {
+			if !more {
 				break
 			}
 		}
@@ -89,60 +91,61 @@ func (m *Manager) sweep(ctx context.Context, after *string, whole bool) error {
 	return nil
 }
 
-func (m *Manager) sweepExpiredLocks(o *op) (int, error) {
-	locks, err := o.tx.ExpiredLocks(o.now, sweepBatch)
+func (m *Manager) sweepExpiredLocks(o *op) (bool, error) {
+	locks, err := o.tx.ExpiredLocks(o.now, expiredBatch)
 	if err != nil {
-		return 0, err
+		return false, err
 	}
 	for _, l := range locks {
 		if err := o.dropDead(l, LostExpired); err != nil {
-			return 0, err
+			return false, err
 		}
 	}
-	return len(locks), nil
+	return len(locks) == expiredBatch, nil
 }
 
-func (m *Manager) sweepIdleSessions(o *op) (int, error) {
+func (m *Manager) sweepIdleSessions(o *op) (bool, error) {
 	sessions, err := o.tx.IdleSessions(o.now, sweepBatch)
 	if err != nil {
-		return 0, err
+		return false, err
 	}
 	for _, s := range sessions {
 		if _, err := o.endSession(s, LostSessionExpired); err != nil {
-			return 0, err
+			return false, err
 		}
 	}
-	return len(sessions), nil
+	return len(sessions) == sweepBatch, nil
 }
 
-func (m *Manager) sweepLost(o *op) (int, error) {
+func (m *Manager) sweepLost(o *op) (bool, error) {
 	lost, err := o.tx.LostBefore(o.now.Add(-m.cfg.LostRetention), sweepBatch)
 	if err != nil {
-		return 0, err
+		return false, err
 	}
 	for _, l := range lost {
 		if err := o.tx.DeleteLost(l.Lock.Session, l.Lock.Key, l.Lock.Token); err != nil {
-			return 0, err
+			return false, err
 		}
 	}
-	return len(lost), nil
+	return len(lost) == sweepBatch, nil
 }
 
-func (m *Manager) sweepEndedSessions(o *op) (int, error) {
+func (m *Manager) sweepEndedSessions(o *op) (bool, error) {
 	ended, err := o.tx.EndedSessions(o.now.Add(-m.cfg.LostRetention), sweepBatch)
 	if err != nil {
-		return 0, err
+		return false, err
 	}
 	for _, s := range ended {
 		if err := o.tx.DeleteSession(s.ID); err != nil {
-			return 0, err
+			return false, err
 		}
 	}
-	return len(ended), nil
+	return len(ended) == sweepBatch, nil
 }
 
-func (m *Manager) sweepAudit(o *op) (int, error) {
-	return o.tx.PruneAudit(o.now.Add(-m.cfg.AuditRetention), sweepBatch)
+func (m *Manager) sweepAudit(o *op) (bool, error) {
+	n, err := o.tx.PruneAudit(o.now.Add(-m.cfg.AuditRetention), sweepBatch)
+	return n >= sweepBatch, err
 }
 
 // sweepForgotten forgets live sessions that have no idle timeout, hold no

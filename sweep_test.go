@@ -132,7 +132,7 @@ func TestBackgroundSweepForgetsBatchByBatch(t *testing.T) {
 func TestSweepRemovesExpiredLocksBatchByBatch(t *testing.T) {
 	t.Parallel()
 	e := newSweepEnv(t)
-	const n = 3*sweepBatch + 1
+	const n = 3*expiredBatch + 1
 	keys := make([]string, n)
 	for i := range keys {
 		keys[i] = fmt.Sprintf("policy/%d", i)

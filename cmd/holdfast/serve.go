@@ -225,23 +225,38 @@ func openStore(ctx context.Context, cfg config.Config, log *slog.Logger) (store.
 // registerRecordGauges exports how many records an embedded store keeps in
 // memory, which is what its memory grows with: locks (expired ones the
 // sweep has not removed yet included), sessions (live and ended) and
-// lost-lock records. Other stores keep theirs elsewhere.
+// lost-lock records. PostgreSQL keeps its records in the database, and
+// the in-memory store of "memory:" counts none.
 func registerRecordGauges(reg *prometheus.Registry, st store.Store) {
-	var counts func() [3]int
+	var c recordCollector
 	switch s := st.(type) {
 	case *logstore.Store:
-		counts = func() [3]int { m := s.Memory(); return [3]int{m.Locks, m.Sessions, m.Lost} }
+		c.counts = func() [3]int { m := s.Memory(); return [3]int{m.Locks, m.Sessions, m.Lost} }
 	case *pebblestore.Store:
-		counts = func() [3]int { m := s.Memory(); return [3]int{m.Locks, m.Sessions, m.Lost} }
+		c.counts = func() [3]int { m := s.Memory(); return [3]int{m.Locks, m.Sessions, m.Lost} }
 	default:
 		return
 	}
-	for i, kind := range [3]string{"locks", "sessions", "lost"} {
-		reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-			Name:        "holdfast_store_records",
-			Help:        "Records the embedded store keeps in memory, by kind: locks (expired ones not yet swept included), sessions (live and ended), lost (lost-lock records).",
-			ConstLabels: prometheus.Labels{"kind": kind},
-		}, func() float64 { return float64(counts()[i]) }))
+	reg.MustRegister(c)
+}
+
+// recordCollector reads the three counts once per scrape, so that they
+// come from one moment.
+type recordCollector struct{ counts func() [3]int }
+
+var (
+	recordKinds = [3]string{"locks", "sessions", "lost"}
+	recordsDesc = prometheus.NewDesc("holdfast_store_records",
+		"Records the embedded store keeps in memory, by kind: locks (expired ones not yet swept included), sessions (live and ended), lost (lost-lock records).",
+		[]string{"kind"}, nil)
+)
+
+func (c recordCollector) Describe(ch chan<- *prometheus.Desc) { ch <- recordsDesc }
+
+func (c recordCollector) Collect(ch chan<- prometheus.Metric) {
+	counts := c.counts()
+	for i, kind := range recordKinds {
+		ch <- prometheus.MustNewConstMetric(recordsDesc, prometheus.GaugeValue, float64(counts[i]), kind)
 	}
 }
 

@@ -83,37 +83,45 @@ func (r *runner) scale(ctx context.Context) ([]row, error) {
 	rows = append(rows, quiet)
 
 	r.logf("scale: acquire while all %d locks expire…", n)
-	// Earlier workloads may have left locks of their own, cut off
-	// mid-cycle: the sweep is done once only those are left.
+	// Earlier workloads' clients were cut off mid-operation, some holding
+	// locks for minutes: end their sessions, so that the store holds the
+	// scale locks and little else while the sweep is watched.
+	for c := range r.cfg.Clients {
+		if _, err := r.client().EndSession(ctx, holdfast.EndSessionRequest{Session: owner(c)}); err != nil {
+			return nil, err
+		}
+	}
 	held, err := storedLocks(ctx, r.serverProc.url)
 	if err != nil {
 		return nil, err
 	}
-	others := max(held-n, 0)
+	// The cycle's clients hold a lock each at most, one that a request
+	// cut off at the end still granted included.
+	others := max(held-n, 0) + r.cfg.Clients
 	if err := r.expireSoon(ctx, sessions); err != nil {
 		return nil, err
 	}
-	expiring := time.Now()
+	expired := time.Now().Add(scaleExpiry) // the last renewed lock's expiry
+	// The sweep is watched while the acquires run: it may end first.
+	stop, watched := make(chan struct{}), make(chan sweepWatch, 1)
+	go func() { watched <- watchSweep(ctx, r.serverProc.url, others, stop) }()
 	during, err := r.cycle(ctx, r.holdfast)
 	if err != nil {
+		close(stop)
+		<-watched
 		return nil, err
 	}
 	during.workload, during.system, during.mode = "scale", r.holdfast, "acquire+release during mass expiry"
 	rows = append(rows, during)
-	// The cycle's clients were cut off mid-cycle, some holding their key:
-	// release those, so that only the sweep's work is left to wait for.
-	for c := range r.cfg.Clients {
-		if err := r.holdfast.t.release(ctx, owner(c), []string{r.holdfast.key("cycle/%d", c)}); err != nil {
-			return nil, err
-		}
+	giveUp := time.AfterFunc(time.Minute, func() { close(stop) })
+	w := <-watched
+	giveUp.Stop()
+	if w.err != nil {
+		return nil, w.err
 	}
-	left, err := waitSwept(ctx, r.serverProc.url, others)
-	if err != nil {
-		return nil, err
-	}
-	msg := fmt.Sprintf("all %d expired locks swept %s after their expiry", n, time.Since(expiring).Round(time.Millisecond))
-	if left > 0 {
-		msg = fmt.Sprintf("%d locks still held in the store a minute after the cycle ended", left)
+	msg := fmt.Sprintf("all %d expired locks swept %s after the last expired", n, max(w.at.Sub(expired), 0).Round(time.Millisecond))
+	if w.left > 0 {
+		msg = fmt.Sprintf("%d locks still held in the store a minute after the cycle ended", w.left)
 	}
 	rows = append(rows, note("sweep", msg))
 	if quiet.p99 > 0 {
@@ -194,14 +202,18 @@ func waitReady(ctx context.Context, url string) error {
 	}
 }
 
-// expireSoon renews every filling session's locks to expire in a second,
-// a few sessions per batch: the answer lists every renewed lock.
+// scaleExpiry is the TTL expireSoon renews the scale locks to.
+const scaleExpiry = time.Second
+
+// expireSoon renews every filling session's locks to expire after
+// scaleExpiry, a few sessions per batch: the answer lists every renewed
+// lock.
 func (r *runner) expireSoon(ctx context.Context, sessions int) error {
 	const perBatch = 10
 	for i := 0; i < sessions; i += perBatch {
 		var ops []client.Op
 		for s := i; s < min(sessions, i+perBatch); s++ {
-			ops = append(ops, client.RenewOp(holdfast.RenewRequest{Session: fmt.Sprintf("scale-%d", s), TTL: holdfast.Duration(time.Second)}))
+			ops = append(ops, client.RenewOp(holdfast.RenewRequest{Session: fmt.Sprintf("scale-%d", s), TTL: holdfast.Duration(scaleExpiry)}))
 		}
 		results, err := r.client().Batch(ctx, ops)
 		if err != nil {
@@ -216,24 +228,36 @@ func (r *runner) expireSoon(ctx context.Context, sessions int) error {
 	return nil
 }
 
-// waitSwept waits up to a minute until the store of the server at base
-// holds no more lock records than others, and returns how many more it
-// still holds. Listings cannot tell: they leave out expired locks whether
-// or not the sweep has removed them.
-func waitSwept(ctx context.Context, base string, others int) (int, error) {
-	deadline := time.Now().Add(time.Minute)
+// sweepWatch is what watchSweep saw.
+type sweepWatch struct {
+	at   time.Time // when the store held no more lock records than others
+	left int       // how many more it held when told to stop
+	err  error
+}
+
+// sweepPoll is how often watchSweep reads /metrics, which costs the
+// measured server a little each time.
+const sweepPoll = 200 * time.Millisecond
+
+// watchSweep reads the lock records of the store of the server at base
+// until they are no more than others, or until stop is closed. Listings
+// cannot tell: they leave out expired locks whether or not the sweep has
+// removed them.
+func watchSweep(ctx context.Context, base string, others int, stop <-chan struct{}) sweepWatch {
 	for {
 		n, err := storedLocks(ctx, base)
 		if err != nil {
-			return 0, err
+			return sweepWatch{err: err}
 		}
-		if n <= others || time.Now().After(deadline) {
-			return max(n-others, 0), nil
+		if n <= others {
+			return sweepWatch{at: time.Now()}
 		}
 		select {
 		case <-ctx.Done():
-			return 0, ctx.Err()
-		case <-time.After(50 * time.Millisecond):
+			return sweepWatch{err: ctx.Err()}
+		case <-stop:
+			return sweepWatch{left: n - others}
+		case <-time.After(sweepPoll):
 		}
 	}
 }

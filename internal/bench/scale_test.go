@@ -9,9 +9,9 @@ import (
 	"testing"
 )
 
-// waitSwept goes by the store's lock records, which count expired locks
+// watchSweep goes by the store's lock records, which count expired locks
 // until the sweep removes them, and waits until only the others are left.
-func TestWaitSweptWaitsForTheLockRecords(t *testing.T) {
+func TestWatchSweepWaitsForTheLockRecords(t *testing.T) {
 	t.Parallel()
 	var polls atomic.Int64
 	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -19,9 +19,23 @@ func TestWaitSweptWaitsForTheLockRecords(t *testing.T) {
 		fmt.Fprintf(w, "# TYPE holdfast_store_records gauge\nholdfast_store_records{kind=\"lost\"} 9\n%s%d\n", lockRecordsMetric, n)
 	}))
 	defer hs.Close()
-	left, err := waitSwept(context.Background(), hs.URL, 4)
-	if err != nil || left != 0 || polls.Load() != 3 {
-		t.Fatalf("waitSwept = %d, %v after %d polls; want 0 after 3", left, err, polls.Load())
+	w := watchSweep(context.Background(), hs.URL, 4, nil)
+	if w.err != nil || w.left != 0 || w.at.IsZero() || polls.Load() != 3 {
+		t.Fatalf("watchSweep = %+v after %d polls; want done after 3", w, polls.Load())
+	}
+}
+
+// Told to stop, watchSweep says how many more lock records are left.
+func TestWatchSweepStops(t *testing.T) {
+	t.Parallel()
+	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprintf(w, "%s1e+06\n", lockRecordsMetric) // how the text format writes a million
+	}))
+	defer hs.Close()
+	stop := make(chan struct{})
+	close(stop)
+	if w := watchSweep(context.Background(), hs.URL, 10, stop); w.err != nil || w.left != 1_000_000-10 || !w.at.IsZero() {
+		t.Fatalf("watchSweep after stop = %+v; want %d left", w, 1_000_000-10)
 	}
 }
 

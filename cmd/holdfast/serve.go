@@ -225,8 +225,8 @@ func openStore(ctx context.Context, cfg config.Config, log *slog.Logger) (store.
 // registerRecordGauges exports how many records an embedded store keeps in
 // memory, which is what its memory grows with: locks (expired ones the
 // sweep has not removed yet included), sessions (live and ended) and
-// lost-lock records. PostgreSQL keeps its records in the database, and
-// the in-memory store of "memory:" counts none.
+// lost-lock records. PostgreSQL keeps its records in the database; the
+// in-memory store of "memory:" exports no counts.
 func registerRecordGauges(reg *prometheus.Registry, st store.Store) {
 	var c recordCollector
 	switch s := st.(type) {

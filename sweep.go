@@ -15,8 +15,8 @@ const sweepBatch = 100
 // by the million. Each sweep transaction waits for its commit, so the
 // batch also paces their sweep, which competes with the acquires running
 // meanwhile: with 100, the scale benchmark's sweep of a million expired
-// locks took 8 s and those acquires' p99 was 1.7-2.4x their p99 without
-// it; with 25, 14 s and 1.4-1.7x (docs/BENCHMARKS.md). Expired locks are
+// locks took about 7 s and those acquires' p99 was 1.7-2.4x their p99
+// without it; with 25, about 13 s and 1.4-1.9x (docs/BENCHMARKS.md). Expired locks are
 // free at once either way; the sweep only removes them.
 const expiredBatch = 25
 

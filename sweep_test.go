@@ -155,3 +155,27 @@ func TestSweepRemovesExpiredLocksBatchByBatch(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// The other steps go batch after batch too: ended sessions, many batches
+// of them, are all forgotten once past the lost-lock retention.
+func TestSweepRemovesEndedSessionsBatchByBatch(t *testing.T) {
+	t.Parallel()
+	e := newSweepEnv(t)
+	const n = 2*sweepBatch + 1
+	for i := range n {
+		id := fmt.Sprintf("s-%04d", i)
+		e.heartbeat(id, 0)
+		if _, err := e.m.EndSession(t.Context(), EndSessionRequest{Session: id}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	e.advance(e.m.cfg.LostRetention + time.Hour)
+	if err := e.m.Sweep(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	for i := range n {
+		if id := fmt.Sprintf("s-%04d", i); e.known(id) {
+			t.Fatalf("%s is still kept after a sweep", id)
+		}
+	}
+}

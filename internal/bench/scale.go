@@ -98,15 +98,9 @@ func (r *runner) scale(ctx context.Context) ([]row, error) {
 		return nil, err
 	}
 	expired := time.Now().Add(scaleExpiry) // the last renewed lock's expiry
-	// The sweep is watched while the acquires run, as it may end first,
-	// allowing for the lock each of the cycle's clients may hold; unless
-	// that allowance would hide a sweep that has not begun.
-	slack := r.cfg.Clients
-	if slack >= n {
-		slack = 0
-	}
+	// The sweep is watched while the acquires run, as it may end first.
 	stop, watched := make(chan struct{}), make(chan sweepWatch, 1)
-	go func() { watched <- watchSweep(ctx, r.serverProc.url, others+slack, stop) }()
+	go func() { watched <- watchSweep(ctx, r.serverProc.url, others, r.liveCycleLocks, stop) }()
 	during, err := r.cycle(ctx, r.holdfast)
 	if err != nil {
 		close(stop)
@@ -115,22 +109,16 @@ func (r *runner) scale(ctx context.Context) ([]row, error) {
 	}
 	during.workload, during.system, during.mode = "scale", r.holdfast, "acquire+release during mass expiry"
 	rows = append(rows, during)
-	// The cycle's clients were cut off too: without their locks, a store
-	// that holds no more than the others has swept every scale lock.
-	if err := r.endClientSessions(ctx); err != nil {
-		close(stop)
-		<-watched
-		return nil, err
-	}
 	giveUp := time.AfterFunc(time.Minute, func() { close(stop) })
 	defer giveUp.Stop()
 	w := <-watched
 	if w.err == nil && w.left == 0 {
-		// Within the allowance: confirm that none is left.
-		if left, err := storedLocks(ctx, r.serverProc.url); err != nil {
+		// The cycle's locks came and went between the two reads of each
+		// look; now that they are still, look once more.
+		if left, err := unswept(ctx, r.serverProc.url, r.liveCycleLocks); err != nil {
 			w.err = err
 		} else if left > others {
-			w = watchSweep(ctx, r.serverProc.url, others, stop)
+			w = watchSweep(ctx, r.serverProc.url, others, r.liveCycleLocks, stop)
 		}
 	}
 	if w.err != nil {
@@ -148,6 +136,25 @@ func (r *runner) scale(ctx context.Context) ([]row, error) {
 }
 
 func (r *runner) client() *client.Client { return r.holdfast.t.(*httpTarget).c }
+
+// liveCycleLocks counts the locks the cycle workload's clients hold: a
+// request cut off at the end of a row may still be granted after their
+// sessions ended.
+func (r *runner) liveCycleLocks(ctx context.Context) (int, error) {
+	q := holdfast.LockQuery{Prefix: r.holdfast.key("cycle/"), Limit: 1000}
+	n := 0
+	for {
+		page, err := r.client().Locks(ctx, q)
+		if err != nil {
+			return 0, err
+		}
+		n += len(page.Locks)
+		if page.Next == nil {
+			return n, nil
+		}
+		q.After = *page.Next
+	}
+}
 
 // endClientSessions ends the sessions of the workloads' clients, which
 // releases whatever locks they were cut off holding.
@@ -268,12 +275,12 @@ type sweepWatch struct {
 const sweepPoll = 200 * time.Millisecond
 
 // watchSweep reads the lock records of the store of the server at base
-// until they are no more than others, or until stop is closed. Listings
-// cannot tell: they leave out expired locks whether or not the sweep has
-// removed them.
-func watchSweep(ctx context.Context, base string, others int, stop <-chan struct{}) sweepWatch {
+// until, less the live locks that live counts, they are no more than
+// others, or until stop is closed. Listings cannot tell: they leave out
+// expired locks whether or not the sweep has removed them.
+func watchSweep(ctx context.Context, base string, others int, live func(context.Context) (int, error), stop <-chan struct{}) sweepWatch {
 	for {
-		n, err := storedLocks(ctx, base)
+		n, err := unswept(ctx, base, live)
 		if err != nil {
 			return sweepWatch{err: err}
 		}
@@ -288,6 +295,17 @@ func watchSweep(ctx context.Context, base string, others int, stop <-chan struct
 		case <-time.After(sweepPoll):
 		}
 	}
+}
+
+// unswept reads the lock records of the store of the server at base, less
+// the live locks that live counts.
+func unswept(ctx context.Context, base string, live func(context.Context) (int, error)) (int, error) {
+	n, err := storedLocks(ctx, base)
+	if err != nil {
+		return 0, err
+	}
+	l, err := live(ctx)
+	return n - l, err
 }
 
 // lockRecordsMetric is the series of /metrics that counts the lock

@@ -130,6 +130,9 @@ type Store struct {
 	// engine's lock.
 	prunedThrough uint64
 	auditHead     auditHead
+	// tx is the transaction Update hands fn, reused by every one: it is
+	// used under the engine's write lock only.
+	tx auditTx
 	// auditEnd is the highest audit ID committed; used under the
 	// engine's lock.
 	auditEnd uint64
@@ -336,20 +339,19 @@ func (s *Store) Update(ctx context.Context, fn func(store.Tx) error) error {
 		return err
 	}
 	var wait *group
-	t := auditTx{s: s}
 	committed := false
 	err := s.mem.Update(func(tx store.Tx) error {
 		if s.closed.Load() {
 			return errClosed
 		}
-		t.Tx = tx
-		err := fn(&t)
+		s.tx = auditTx{Tx: tx, s: s}
+		err := fn(&s.tx)
 		committed = err == nil
 		return err
 	}, func(changes []memdb.Change) {
 		var pruned uint64
-		if committed && t.pruned > s.prunedThrough {
-			pruned = t.pruned
+		if committed && s.tx.pruned > s.prunedThrough {
+			pruned = s.tx.pruned
 			s.prunedThrough = pruned
 		}
 		wait = s.enqueue(changes, pruned)

@@ -220,6 +220,11 @@ const maxPooledResponse = 1 << 20
 // out chunked.
 const lengthBuffered = 2048
 
+// jsonContentType is every JSON answer's Content-Type, shared so that
+// setting it allocates nothing: net/http copies the header as it writes it,
+// and Set or Add would put a new slice in its place.
+var jsonContentType = []string{"application/json"}
+
 // writeJSON answers v with status.
 func writeJSON(w http.ResponseWriter, status int, v any) {
 	buf := responseBuffers.Get().(*[]byte)
@@ -230,7 +235,7 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	}
 	body = append(body, '\n')
 	h := w.Header()
-	h.Set("Content-Type", "application/json")
+	h["Content-Type"] = jsonContentType
 	if len(body) > lengthBuffered {
 		h.Set("Content-Length", strconv.Itoa(len(body)))
 	}

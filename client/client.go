@@ -25,6 +25,7 @@ import (
 	"time"
 
 	"github.com/holdfast/holdfast"
+	"github.com/holdfast/holdfast/internal/jsonwire"
 )
 
 // Config configures a Client.
@@ -90,9 +91,6 @@ type Client struct {
 	userAgent, authorization []string
 }
 
-// jsonValue is the value of Content-Type and Accept.
-var jsonValue = []string{"application/json"}
-
 var _ holdfast.Service = (*Client)(nil)
 
 // maxResponseBytes bounds what a response may make the client read into
@@ -149,9 +147,9 @@ func (c *Client) newRequest(ctx context.Context, method, path string, query url.
 		return nil, fmt.Errorf("%s %s: %w", method, path, err)
 	}
 	if body != nil {
-		req.Header["Content-Type"] = jsonValue
+		req.Header["Content-Type"] = jsonwire.MediaType
 	}
-	req.Header["Accept"] = jsonValue
+	req.Header["Accept"] = jsonwire.MediaType
 	req.Header["User-Agent"] = c.userAgent
 	if c.authorization != nil {
 		req.Header["Authorization"] = c.authorization

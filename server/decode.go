@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/holdfast/holdfast"
+	"github.com/holdfast/holdfast/internal/jsonwire"
 )
 
 // readBody reads a JSON request body of at most limit bytes. It wants
@@ -220,11 +221,6 @@ const maxPooledResponse = 1 << 20
 // out chunked.
 const lengthBuffered = 2048
 
-// jsonContentType is every JSON answer's Content-Type, shared so that
-// setting it allocates nothing: net/http copies the header as it writes it,
-// and Set or Add would put a new slice in its place.
-var jsonContentType = []string{"application/json"}
-
 // writeJSON answers v with status.
 func writeJSON(w http.ResponseWriter, status int, v any) {
 	buf := responseBuffers.Get().(*[]byte)
@@ -235,7 +231,7 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	}
 	body = append(body, '\n')
 	h := w.Header()
-	h["Content-Type"] = jsonContentType
+	h["Content-Type"] = jsonwire.MediaType
 	if len(body) > lengthBuffered {
 		h.Set("Content-Length", strconv.Itoa(len(body)))
 	}

@@ -1,6 +1,7 @@
-// Package jsonwire holds the small pieces of hand-written JSON that the
-// root package, the server and the client share: each writes exactly the
-// bytes encoding/json writes for the same value.
+// Package jsonwire holds the small pieces of JSON on the wire that the
+// root package, the server and the client share: hand-written encodings,
+// each writing exactly the bytes encoding/json writes for the same value,
+// and the media type.
 package jsonwire
 
 import "encoding/json"
@@ -19,3 +20,9 @@ func AppendString(b []byte, s string) []byte {
 	b = append(b, s...)
 	return append(b, '"')
 }
+
+// MediaType is the header value of a JSON body (Content-Type, and the
+// client's Accept), one slice that every such header shares so that
+// setting it allocates nothing. Nothing writes into it, and it is full
+// (len == cap), so an Add copies it.
+var MediaType = []string{"application/json"}

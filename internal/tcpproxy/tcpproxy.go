@@ -48,21 +48,25 @@ func (p *Proxy) serve() {
 		if err != nil {
 			return
 		}
-		p.mu.Lock()
-		down := p.down
-		p.mu.Unlock()
-		if down {
-			c.Close()
-			continue
-		}
 		up, err := net.Dial("tcp", p.target)
 		if err != nil {
 			c.Close()
 			continue
 		}
+		// Whether the proxy is down is decided as the pair is registered,
+		// under the lock Cut holds: a Cut that lands while the target is
+		// being dialled must not miss this connection.
 		p.mu.Lock()
-		p.conns[c], p.conns[up] = true, true
+		down := p.down
+		if !down {
+			p.conns[c], p.conns[up] = true, true
+		}
 		p.mu.Unlock()
+		if down {
+			c.Close()
+			up.Close()
+			continue
+		}
 		p.wg.Go(func() { io.Copy(up, c); up.Close() })
 		p.wg.Go(func() { io.Copy(c, up); c.Close() })
 	}

@@ -19,6 +19,7 @@ import (
 
 	"github.com/holdfast/holdfast"
 	"github.com/holdfast/holdfast/internal/config"
+	"github.com/holdfast/holdfast/internal/logwriter"
 	"github.com/holdfast/holdfast/logstore"
 	"github.com/holdfast/holdfast/memstore"
 	"github.com/holdfast/holdfast/pebblestore"
@@ -63,7 +64,12 @@ Flags:
 		}
 		return err
 	}
-	log, err := newLogger(c.stderr, cfg)
+	// The request log's lines share writes under load instead of costing
+	// each request a system call of its own (docs/BENCHMARKS.md); Close,
+	// deferred first so that it runs last, writes out the rest.
+	out := logwriter.New(c.stderr)
+	defer out.Close()
+	log, err := newLogger(out, cfg)
 	if err != nil {
 		return err
 	}

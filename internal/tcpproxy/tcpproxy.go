@@ -48,14 +48,18 @@ func (p *Proxy) serve() {
 		if err != nil {
 			return
 		}
+		if p.isDown() {
+			c.Close()
+			continue
+		}
 		up, err := net.Dial("tcp", p.target)
 		if err != nil {
 			c.Close()
 			continue
 		}
-		// Whether the proxy is down is decided as the pair is registered,
-		// under the lock Cut holds: a Cut that lands while the target is
-		// being dialled must not miss this connection.
+		// Asked again as the pair is registered, under the lock Cut
+		// holds: a Cut that lands while the target is being dialled must
+		// not miss this connection.
 		p.mu.Lock()
 		down := p.down
 		if !down {
@@ -70,6 +74,12 @@ func (p *Proxy) serve() {
 		p.wg.Go(func() { io.Copy(up, c); up.Close() })
 		p.wg.Go(func() { io.Copy(c, up); c.Close() })
 	}
+}
+
+func (p *Proxy) isDown() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.down
 }
 
 // Cut drops every open connection and refuses new ones until Restore, as a

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/holdfast/holdfast"
+	"github.com/holdfast/holdfast/internal/jsonwire"
 )
 
 // readyTimeout bounds how long /readyz waits for the store.
@@ -37,6 +38,6 @@ func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
 var openAPI []byte
 
 func serveOpenAPI(w http.ResponseWriter, r *http.Request) {
-	w.Header().Set("Content-Type", "application/json")
+	w.Header()["Content-Type"] = jsonwire.MediaType
 	w.Write(openAPI)
 }

@@ -48,12 +48,15 @@ func (w *Writer) Write(p []byte) (int, error) {
 	for len(w.pending) >= maxPending && !w.closed {
 		w.drained.Wait()
 	}
+	first := len(w.pending) == 0
 	w.pending = append(w.pending, p...)
 	closed := w.closed
-	if !closed {
+	if first && !closed {
+		// Lines already pending were signalled by the first of them, and
+		// the goroutine takes them all at once.
 		select {
 		case w.wake <- struct{}{}:
-		default: // the goroutine is woken already
+		default:
 		}
 	}
 	w.mu.Unlock()

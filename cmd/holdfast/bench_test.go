@@ -44,6 +44,7 @@ func TestBenchSmoke(t *testing.T) {
 		regexp.MustCompile(`(?m)^cycle +holdfast +\d+ +cycles/s`),
 		regexp.MustCompile(`(?m)^cycle +holdfast, coalesced into /v1/batch +\d+ +cycles/s`),
 		regexp.MustCompile(`(?m)^cycle +trivial HTTP handler \(ceiling\) +\d+ +cycles/s`),
+		regexp.MustCompile(`(?m)^cycle +disk: write \+ fdatasync +\d+ +syncs/s`),
 		regexp.MustCompile(`(?m)^hot +holdfast +\d+ +attempts/s .* \d+ granted, \d+ refused, 0 overlaps`),
 		regexp.MustCompile(`(?m)^heartbeat +holdfast, one request each +\d+ +sessions/s`),
 		regexp.MustCompile(`(?m)^heartbeat +holdfast, 1000 per /v1/batch +\d+ +sessions/s`),
@@ -74,6 +75,29 @@ func TestBenchSmoke(t *testing.T) {
 		t.Errorf("a peer without an address is not reported as skipped:\n%s", &stderr)
 	}
 	t.Logf("peers joined: %v\n%s", joined, out)
+}
+
+// At one client the table also sets the acquire's latency beside the
+// disk's sync plus the ceiling's round trip (issue 4's C=1 target), so
+// that one run gives that ratio too.
+func TestBenchOneClient(t *testing.T) {
+	t.Parallel()
+	cmd := exec.Command(binary, "bench", "--workloads", "cycle", "--clients", "1", "--duration", "300ms", "--warmup", "100ms")
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("holdfast bench: %v\nstdout:\n%s\nstderr:\n%s", err, &stdout, &stderr)
+	}
+	out := stdout.String()
+	for _, want := range []*regexp.Regexp{
+		regexp.MustCompile(`(?m)^Latency at one client \(acquire p50 ÷ \(the disk's sync p50 \S+ \+ the ceiling's acquire p50 \S+\), same run\):$`),
+		regexp.MustCompile(`(?m)^  cycle +holdfast = \d+\.\d\d×$`),
+		regexp.MustCompile(`(?m)^  cycle +holdfast, coalesced into /v1/batch = \d+\.\d\d×$`),
+	} {
+		if !want.MatchString(out) {
+			t.Errorf("the table has no line matching %s:\n%s", want, out)
+		}
+	}
 }
 
 // tools/wrk/cycle.lua drives holdfast serve from wrk, a load generator

@@ -155,6 +155,9 @@ type system struct {
 	holdfast bool
 	// ceiling marks the trivial handler, which grants everything.
 	ceiling bool
+	// probe marks the disk probe's row, which locks nothing and is no
+	// system to compare holdfast with (probeDisk).
+	probe bool
 	// prefix begins every key the workloads lock on this system: a
 	// shared one, such as Redis, needs the run's own.
 	prefix string
@@ -197,6 +200,9 @@ func Run(ctx context.Context, cfg Config) error {
 		rows = append(rows, got...)
 	}
 	printTable(cfg.Out, rows)
+	if cfg.Clients == 1 {
+		printLatency(cfg.Out, rows)
+	}
 	if r.failed > 0 {
 		return fmt.Errorf("%d rows failed; the table says why", r.failed)
 	}
@@ -371,7 +377,11 @@ func (r *runner) connectPeers(ctx context.Context) {
 func (r *runner) workload(ctx context.Context, name string) ([]row, error) {
 	switch name {
 	case "cycle":
-		return r.each(ctx, name, r.lockSystems(true), r.cycle)
+		rows, err := r.each(ctx, name, r.lockSystems(true), r.cycle)
+		if err != nil {
+			return nil, err
+		}
+		return append(rows, r.disk()), nil
 	case "hot":
 		return r.each(ctx, name, r.lockSystems(false), r.hot)
 	case "heartbeat":
@@ -382,6 +392,22 @@ func (r *runner) workload(ctx context.Context, name string) ([]row, error) {
 		return r.scale(ctx)
 	}
 	return nil, fmt.Errorf("unknown workload %q", name)
+}
+
+// disk times the disk where the bench keeps its temporary files, which
+// is where the server it starts keeps the embedded store.
+func (r *runner) disk() row {
+	s := &system{name: "disk: write + fdatasync", probe: true}
+	r.logf("cycle: %s…", s.name)
+	got, err := probeDisk(r.tmp, diskSyncs)
+	if err != nil {
+		// Like a system's failure, it voids none of the other rows.
+		r.logf("cycle: %s failed: %v", s.name, err)
+		r.failed++
+		got = row{note: "failed: " + oneLine(err.Error())}
+	}
+	got.workload, got.system = "cycle", s
+	return got
 }
 
 // lockSystems lists the systems that lock keys: holdfast on each store

@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/http/httptest"
 	"os"
+	"regexp"
 	"runtime"
 	"strings"
 	"sync"
@@ -148,5 +149,60 @@ func TestWorkloadKeysCarryTheSystemPrefix(t *testing.T) {
 	}
 	if !strings.Contains(redisPrefix, fmt.Sprint(os.Getpid())+"_") {
 		t.Errorf("redisPrefix %q does not name the pid and the start time", redisPrefix)
+	}
+}
+
+// The disk probe times real synced writes and leaves nothing behind.
+func TestProbeDisk(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	got, err := probeDisk(dir, 20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.ops != 20 || got.elapsed <= 0 || got.p50 <= 0 || got.p99 < got.p50 || got.elapsed < got.p99 {
+		t.Errorf("probe = %d writes in %v, p50 %v, p99 %v; want 20 in more than p99 ≥ p50 > 0", got.ops, got.elapsed, got.p50, got.p99)
+	}
+	if got.unit != "syncs/s" || !strings.Contains(got.note, dir) {
+		t.Errorf("probe unit %q, note %q; want syncs/s and the directory", got.unit, got.note)
+	}
+	if left, _ := os.ReadDir(dir); len(left) > 0 {
+		t.Errorf("the probe left %d files in %s", len(left), dir)
+	}
+}
+
+// A single client's acquire is set beside the disk's sync plus the
+// ceiling's round trip; the disk is no system to divide holdfast by.
+func TestLatencyAtOneClient(t *testing.T) {
+	t.Parallel()
+	holdfast := &system{name: "holdfast", holdfast: true}
+	batched := &system{name: "holdfast, coalesced into /v1/batch", holdfast: true}
+	ceiling := &system{name: "trivial HTTP handler (ceiling)", ceiling: true}
+	disk := &system{name: "disk: write + fdatasync", probe: true}
+	rows := []row{
+		{workload: "cycle", system: holdfast, ops: 10, elapsed: time.Second, p50: 900 * time.Microsecond},
+		{workload: "cycle", system: batched, ops: 10, elapsed: time.Second, p50: 1200 * time.Microsecond},
+		{workload: "cycle", system: ceiling, ops: 40, elapsed: time.Second, p50: 200 * time.Microsecond},
+		{workload: "cycle", system: disk, ops: 20, elapsed: time.Second, p50: 400 * time.Microsecond, unit: "syncs/s"},
+	}
+	var b strings.Builder
+	printTable(&b, rows)
+	printLatency(&b, rows)
+	out := b.String()
+	if !regexp.MustCompile(`(?m)^cycle +disk: write \+ fdatasync +20 +syncs/s +400\.0µs`).MatchString(out) {
+		t.Errorf("no disk row of 20 syncs/s, p50 400µs:\n%s", out)
+	}
+	for _, want := range []string{
+		"holdfast ÷ trivial HTTP handler (ceiling) = 0.25×",
+		"the disk's sync p50 400.0µs + the ceiling's acquire p50 200.0µs",
+		"  cycle     holdfast = 1.50×\n",
+		"  cycle     holdfast, coalesced into /v1/batch = 2.00×\n",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "÷ disk") {
+		t.Errorf("holdfast is divided by the disk probe:\n%s", out)
 	}
 }

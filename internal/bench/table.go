@@ -25,6 +25,8 @@ type row struct {
 	granted, refused, violations int64
 	// note is extra text (the scale workload's figures).
 	note string
+	// unit replaces the workload's unit of throughput (the disk probe's).
+	unit string
 }
 
 func (r row) rate() float64 {
@@ -68,7 +70,11 @@ func printTable(w io.Writer, rows []row) {
 		if r.workload == "hot" && r.system.locks() {
 			note = fmt.Sprintf("%d granted, %d refused, %d overlaps", r.granted, r.refused, r.violations)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%.0f\t%s\t%s\t%s\t%s\t%s\t%s\t\n", r.workload, r.name(), r.rate(), units[r.workload],
+		unit := units[r.workload]
+		if r.unit != "" {
+			unit = r.unit
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%.0f\t%s\t%s\t%s\t%s\t%s\t%s\t\n", r.workload, r.name(), r.rate(), unit,
 			fmtDuration(r.p50), fmtDuration(r.p99), cpu, busy, note)
 	}
 	tw.Flush()
@@ -79,13 +85,42 @@ func printTable(w io.Writer, rows []row) {
 			continue
 		}
 		for _, p := range rows {
-			if p.workload != h.workload || p.system.holdfast || p.ops == 0 {
+			if p.workload != h.workload || p.system.holdfast || p.system.probe || p.ops == 0 {
 				continue
 			}
 			if h.mode != "" && p.mode != "" && h.mode != p.mode {
 				continue // one request each against batches compares nothing
 			}
 			fmt.Fprintf(w, "  %-9s %s ÷ %s = %.2f×\n", h.workload, h.name(), p.name(), h.rate()/p.rate())
+		}
+	}
+}
+
+// printLatency sets a single client's acquire latency on each of
+// holdfast's cycle rows beside the least it could be: one durable commit
+// of the disk (the probe's p50) plus one round trip of the ceiling (its
+// acquire's p50). Under more clients the latency is mostly waiting for a
+// turn, so Run prints this for one client only.
+func printLatency(w io.Writer, rows []row) {
+	var disk, ceiling *row
+	for i := range rows {
+		switch r := &rows[i]; {
+		case r.workload != "cycle" || r.ops == 0:
+		case r.system.probe:
+			disk = r
+		case r.system.ceiling:
+			ceiling = r
+		}
+	}
+	if disk == nil || ceiling == nil {
+		return
+	}
+	floor := disk.p50 + ceiling.p50
+	fmt.Fprintf(w, "\nLatency at one client (acquire p50 ÷ (the disk's sync p50 %s + the ceiling's acquire p50 %s), same run):\n",
+		fmtDuration(disk.p50), fmtDuration(ceiling.p50))
+	for _, r := range rows {
+		if r.workload == "cycle" && r.system.holdfast && r.ops > 0 {
+			fmt.Fprintf(w, "  %-9s %s = %.2f×\n", r.workload, r.name(), float64(r.p50)/float64(floor))
 		}
 	}
 }

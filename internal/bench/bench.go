@@ -394,8 +394,9 @@ func (r *runner) workload(ctx context.Context, name string) ([]row, error) {
 	return nil, fmt.Errorf("unknown workload %q", name)
 }
 
-// disk times the disk where the bench keeps its temporary files, which
-// is where the server it starts keeps the embedded store.
+// disk times the disk where the bench keeps its temporary files: where
+// the server it starts keeps the embedded store, unless --store or
+// --server points elsewhere (the row's note names the directory).
 func (r *runner) disk() row {
 	s := &system{name: "disk: write + fdatasync", probe: true}
 	r.logf("cycle: %s…", s.name)

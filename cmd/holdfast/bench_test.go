@@ -33,14 +33,8 @@ func TestBenchSmoke(t *testing.T) {
 	if pg != "" {
 		args = append(args, "--holdfast-postgres", pg)
 	}
-	cmd := exec.Command(binary, args...)
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	if err := cmd.Run(); err != nil {
-		t.Fatalf("holdfast bench: %v\nstdout:\n%s\nstderr:\n%s", err, &stdout, &stderr)
-	}
-	out := stdout.String()
-	for _, want := range []*regexp.Regexp{
+	out, stderr := runBench(t, args...)
+	wantLines(t, out,
 		regexp.MustCompile(`(?m)^cycle +holdfast +\d+ +cycles/s`),
 		regexp.MustCompile(`(?m)^cycle +holdfast, coalesced into /v1/batch +\d+ +cycles/s`),
 		regexp.MustCompile(`(?m)^cycle +trivial HTTP handler \(ceiling\) +\d+ +cycles/s`),
@@ -53,11 +47,7 @@ func TestBenchSmoke(t *testing.T) {
 		regexp.MustCompile(`(?m)^scale +holdfast, restart +ready .* with 3000 locks`),
 		regexp.MustCompile(`(?m)^scale +holdfast, sweep +all 3000 expired locks swept`),
 		regexp.MustCompile(`(?m)^  cycle +holdfast ÷ trivial HTTP handler \(ceiling\) = \d+\.\d\d×`),
-	} {
-		if !want.MatchString(out) {
-			t.Errorf("the table has no line matching %s:\n%s", want, out)
-		}
-	}
+	)
 	rows := map[string]string{"--postgres": "PostgreSQL lock table", "--redis": "Redis SET NX, AOF always", "--etcd": "etcd txn + lease"}
 	for _, flag := range joined {
 		if !regexp.MustCompile(`(?m)^cycle +` + regexp.QuoteMeta(rows[flag]) + ` +\d+ +cycles/s`).MatchString(out) {
@@ -71,8 +61,8 @@ func TestBenchSmoke(t *testing.T) {
 			}
 		}
 	}
-	if len(joined) == 0 && !strings.Contains(stderr.String(), "skipping Redis: no --redis address given") {
-		t.Errorf("a peer without an address is not reported as skipped:\n%s", &stderr)
+	if len(joined) == 0 && !strings.Contains(stderr, "skipping Redis: no --redis address given") {
+		t.Errorf("a peer without an address is not reported as skipped:\n%s", stderr)
 	}
 	t.Logf("peers joined: %v\n%s", joined, out)
 }
@@ -82,18 +72,31 @@ func TestBenchSmoke(t *testing.T) {
 // that one run gives that ratio too.
 func TestBenchOneClient(t *testing.T) {
 	t.Parallel()
-	cmd := exec.Command(binary, "bench", "--workloads", "cycle", "--clients", "1", "--duration", "300ms", "--warmup", "100ms")
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	if err := cmd.Run(); err != nil {
-		t.Fatalf("holdfast bench: %v\nstdout:\n%s\nstderr:\n%s", err, &stdout, &stderr)
-	}
-	out := stdout.String()
-	for _, want := range []*regexp.Regexp{
+	out, _ := runBench(t, "bench", "--workloads", "cycle", "--clients", "1", "--duration", "300ms", "--warmup", "100ms")
+	wantLines(t, out,
 		regexp.MustCompile(`(?m)^Latency at one client \(acquire p50 ÷ \(the disk's sync p50 \S+ \+ the ceiling's acquire p50 \S+\), same run\):$`),
 		regexp.MustCompile(`(?m)^  cycle +holdfast = \d+\.\d\d×$`),
 		regexp.MustCompile(`(?m)^  cycle +holdfast, coalesced into /v1/batch = \d+\.\d\d×$`),
-	} {
+	)
+}
+
+// runBench runs the binary with args and returns what it printed on
+// stdout and stderr; it must succeed.
+func runBench(t *testing.T, args ...string) (stdout, stderr string) {
+	t.Helper()
+	cmd := exec.Command(binary, args...)
+	var out, errOut bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("holdfast %s: %v\nstdout:\n%s\nstderr:\n%s", strings.Join(args, " "), err, &out, &errOut)
+	}
+	return out.String(), errOut.String()
+}
+
+// wantLines reports each pattern that no line of the table matches.
+func wantLines(t *testing.T, out string, patterns ...*regexp.Regexp) {
+	t.Helper()
+	for _, want := range patterns {
 		if !want.MatchString(out) {
 			t.Errorf("the table has no line matching %s:\n%s", want, out)
 		}

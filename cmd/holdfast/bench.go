@@ -27,6 +27,11 @@ handler (the transport ceiling) itself; each peer is skipped with a
 message unless its address is given. docs/BENCHMARKS.md says how to start
 the peers.
 
+The cycle workload also times the disk under the temporary directory (a
+small write and fdatasync, 500 times). With --clients 1 the table ends
+with each holdfast acquire's p50 divided by that sync's p50 plus the
+ceiling's acquire p50.
+
 Example:
   holdfast bench --postgres postgres://postgres@127.0.0.1:5432/test \
     --redis 127.0.0.1:6380 --etcd 127.0.0.1:2379

@@ -38,7 +38,6 @@ func probeDisk(dir string, n int) (row, error) {
 	start := time.Now()
 	for i := range n {
 		t := time.Now()
-		block[0] = byte(i + 1)
 		if _, err := f.WriteAt(block, int64(i*diskBlock)); err != nil {
 			return row{}, err
 		}

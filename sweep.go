@@ -16,7 +16,7 @@ const sweepBatch = 100
 // batch also paces their sweep, which competes with the acquires running
 // meanwhile: with 100, the scale benchmark's sweep of a million expired
 // locks took about 7 s and those acquires' p99 was 1.7-2.4x their p99
-// without it; with 25, about 13 s and 1.4-1.9x (docs/BENCHMARKS.md).
+// without it; with 25, about 13 s and 1.4-1.9x (docs/BENCHMARKS-HISTORY.md).
 // Expired locks are free at once either way; the sweep only removes them.
 const expiredBatch = 25
 

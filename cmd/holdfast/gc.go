@@ -14,7 +14,7 @@ import (
 // few megabytes live collects after every few megabytes allocated, many
 // times a second under load: over PostgreSQL, where every request
 // allocates pgx's buffers and rows, allocation and collection took about
-// a third of the server's CPU (docs/BENCHMARKS.md). Once the live heap
+// a third of the server's CPU (docs/BENCHMARKS-HISTORY.md). Once the live heap
 // passes about half the floor (a large embedded store), GOGC is 100 again.
 const heapFloor = 64 << 20
 

@@ -65,7 +65,7 @@ Flags:
 		return err
 	}
 	// The request log's lines share writes under load instead of costing
-	// each request a system call of its own (docs/BENCHMARKS.md); Close,
+	// each request a system call of its own (docs/BENCHMARKS-HISTORY.md); Close,
 	// deferred first so that it runs last, writes out the rest.
 	out := logwriter.New(c.stderr)
 	defer out.Close()

@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -51,7 +52,7 @@ func (c *benchCommand) Run(ctx context.Context, args []string) error {
 	workloads := fs.String("workloads", strings.Join(bench.Workloads, ","), "comma-separated workloads to run")
 	fs.IntVar(&cfg.Clients, "clients", 64, "concurrent clients")
 	fs.DurationVar(&cfg.Duration, "duration", 10*time.Second, "measured time of each row")
-	fs.DurationVar(&cfg.Warmup, "warmup", time.Second, "unmeasured time before each row")
+	fs.DurationVar(&cfg.Warmup, "warmup", time.Second, "unmeasured time before each row (0: none)")
 	fs.StringVar(&cfg.Server, "server", "", "URL of a running holdfast server (default: start one)")
 	fs.StringVar(&cfg.Store, "store", "", "store of the started server (default: embedded, in a temporary directory)")
 	fs.StringVar(&cfg.HoldfastPostgres, "holdfast-postgres", "", "also start a holdfast server on this PostgreSQL DSN")
@@ -73,12 +74,46 @@ func (c *benchCommand) Run(ctx context.Context, args []string) error {
 		return serveTrivial(ctx, *listen)
 	}
 	cfg.Workloads = strings.Split(*workloads, ",")
+	if err := checkBenchFlags(&cfg); err != nil {
+		return err
+	}
 	exe, err := os.Executable()
 	if err != nil {
 		return fmt.Errorf("bench: finding the holdfast executable: %w", err)
 	}
 	cfg.Executable = exe
 	return bench.Run(ctx, cfg)
+}
+
+// checkBenchFlags refuses counts and durations that cannot run, which the
+// library would otherwise replace with its defaults, and turns --warmup 0
+// into the library's "none".
+func checkBenchFlags(cfg *bench.Config) error {
+	for _, w := range cfg.Workloads {
+		if !slices.Contains(bench.Workloads, w) {
+			return usagef("bench: unknown workload %q in --workloads (want some of %s)", w, strings.Join(bench.Workloads, ","))
+		}
+	}
+	switch {
+	case cfg.Clients < 1:
+		return usagef("bench: --clients must be at least 1")
+	case cfg.Duration <= 0:
+		return usagef("bench: --duration must be positive")
+	case cfg.Warmup < 0:
+		return usagef("bench: --warmup must not be negative (0: none)")
+	case cfg.Coalesce <= 0:
+		return usagef("bench: --coalesce must be positive")
+	case cfg.Sessions < 1:
+		return usagef("bench: --sessions must be at least 1")
+	case cfg.ScaleLocks < 1:
+		return usagef("bench: --scale-locks must be at least 1")
+	case cfg.PostgresConns < 0:
+		return usagef("bench: --postgres-conns must not be negative (0: one per client)")
+	}
+	if cfg.Warmup == 0 {
+		cfg.Warmup = bench.NoWarmup
+	}
+	return nil
 }
 
 // serveTrivial serves the trivial handler until ctx ends.

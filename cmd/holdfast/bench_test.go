@@ -7,8 +7,10 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/holdfast/holdfast"
+	"github.com/holdfast/holdfast/internal/bench"
 )
 
 // A short run of every workload through the real binary keeps holdfast
@@ -78,6 +80,38 @@ func TestBenchOneClient(t *testing.T) {
 		regexp.MustCompile(`(?m)^  cycle +holdfast = \d+\.\d\d×$`),
 		regexp.MustCompile(`(?m)^  cycle +holdfast, coalesced into /v1/batch = \d+\.\d\d×$`),
 	)
+}
+
+// Flags that cannot run are refused as usage errors, before anything
+// starts, rather than replaced by the defaults; --warmup 0 means none.
+func TestBenchRefusesFlagsThatCannotRun(t *testing.T) {
+	t.Parallel()
+	for _, args := range [][]string{
+		{"--clients", "0"},
+		{"--clients", "-5"},
+		{"--duration", "0"},
+		{"--duration", "-1s"},
+		{"--warmup", "-1s"},
+		{"--coalesce", "0"},
+		{"--sessions", "0"},
+		{"--scale-locks", "0"},
+		{"--postgres-conns", "-1"},
+		{"--workloads", "cycle,nope"},
+	} {
+		var out, errOut bytes.Buffer
+		code := run(t.Context(), append([]string{"bench"}, args...), &out, &errOut)
+		if code != exitUsage || !strings.Contains(errOut.String(), args[0]) {
+			t.Errorf("holdfast bench %s = %d, stderr %q; want %d and a message naming %s", strings.Join(args, " "), code, errOut.String(), exitUsage, args[0])
+		}
+		if out.Len() > 0 {
+			t.Errorf("holdfast bench %s printed a table:\n%s", strings.Join(args, " "), &out)
+		}
+	}
+
+	cfg := bench.Config{Workloads: []string{"cycle"}, Clients: 1, Duration: time.Second, Coalesce: time.Millisecond, Sessions: 1, ScaleLocks: 1}
+	if err := checkBenchFlags(&cfg); err != nil || cfg.Warmup != bench.NoWarmup {
+		t.Errorf("--warmup 0: error %v, Warmup %v; want none and bench.NoWarmup", err, cfg.Warmup)
+	}
 }
 
 // runBench runs the binary with args and returns what it printed on

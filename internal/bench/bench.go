@@ -29,7 +29,9 @@ type Config struct {
 	Workloads []string
 	Clients   int           // concurrent clients; default 64
 	Duration  time.Duration // measured time of each row; default 10s
-	Warmup    time.Duration // unmeasured time before each row; default 1s
+	// Warmup is the unmeasured time before each row; default 1s,
+	// NoWarmup for none.
+	Warmup time.Duration
 	// Executable is the holdfast binary the servers are started from.
 	Executable string
 	// Server is the URL of a running holdfast server; empty starts one
@@ -66,6 +68,10 @@ type Config struct {
 // Workloads is every workload, in the order they run.
 var Workloads = []string{"cycle", "hot", "heartbeat", "aggregate", "scale"}
 
+// NoWarmup as Config.Warmup measures each row from its start.
+const NoWarmup time.Duration = -1
+
+// defaults fills in the zero fields and refuses negative ones.
 func (c *Config) defaults() error {
 	if len(c.Workloads) == 0 {
 		c.Workloads = Workloads
@@ -75,10 +81,13 @@ func (c *Config) defaults() error {
 			return fmt.Errorf("unknown workload %q (want %s)", w, strings.Join(Workloads, ", "))
 		}
 	}
-	if c.Clients <= 0 {
+	if c.Clients < 0 || c.Duration < 0 || c.Coalesce < 0 || c.Sessions < 0 || c.ScaleLocks < 0 || c.PostgresConns < 0 {
+		return errors.New("bench: a count or duration of Config is negative")
+	}
+	if c.Clients == 0 {
 		c.Clients = 64
 	}
-	if c.Duration <= 0 {
+	if c.Duration == 0 {
 		c.Duration = 10 * time.Second
 	}
 	if c.Warmup < 0 {
@@ -89,13 +98,13 @@ func (c *Config) defaults() error {
 	if c.ServerLogLevel == "" {
 		c.ServerLogLevel = "warn"
 	}
-	if c.Coalesce <= 0 {
+	if c.Coalesce == 0 {
 		c.Coalesce = 200 * time.Microsecond
 	}
-	if c.Sessions <= 0 {
+	if c.Sessions == 0 {
 		c.Sessions = 10_000
 	}
-	if c.ScaleLocks <= 0 {
+	if c.ScaleLocks == 0 {
 		c.ScaleLocks = 1_000_000
 	}
 	if c.Out == nil {

@@ -206,3 +206,25 @@ func TestLatencyAtOneClient(t *testing.T) {
 		t.Errorf("holdfast is divided by the disk probe:\n%s", out)
 	}
 }
+
+// Zero fields of Config take their defaults, negative ones are refused
+// rather than quietly replaced, and NoWarmup measures from the start.
+func TestConfigDefaults(t *testing.T) {
+	c := Config{Executable: "holdfast"}
+	if err := c.defaults(); err != nil {
+		t.Fatal(err)
+	}
+	if c.Clients != 64 || c.Duration != 10*time.Second || c.Warmup != time.Second || c.Sessions != 10_000 || c.ScaleLocks != 1_000_000 {
+		t.Errorf("defaults = %d clients, %v, warm-up %v, %d sessions, %d locks", c.Clients, c.Duration, c.Warmup, c.Sessions, c.ScaleLocks)
+	}
+	c = Config{Executable: "holdfast", Warmup: NoWarmup}
+	if err := c.defaults(); err != nil || c.Warmup != 0 {
+		t.Errorf("NoWarmup: error %v, warm-up %v; want none and 0", err, c.Warmup)
+	}
+	for _, bad := range []Config{{Clients: -1}, {Duration: -time.Second}, {Coalesce: -1}, {Sessions: -1}, {ScaleLocks: -1}, {PostgresConns: -1}} {
+		bad.Executable = "holdfast"
+		if err := bad.defaults(); err == nil {
+			t.Errorf("%+v was accepted", bad)
+		}
+	}
+}

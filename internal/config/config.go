@@ -321,8 +321,17 @@ func (c *Config) Validate() error {
 	if c.MaxBodyBytes <= 0 {
 		return errors.New("max_body_bytes must be positive")
 	}
-	if c.SweepInterval <= 0 || c.AuditRetention <= 0 || c.ShutdownTimeout <= 0 {
-		return errors.New("sweep_interval, audit_retention and shutdown_timeout must be positive")
+	for _, d := range []struct {
+		name  string
+		value time.Duration
+	}{
+		{"sweep_interval", time.Duration(c.SweepInterval)},
+		{"audit_retention", time.Duration(c.AuditRetention)},
+		{"shutdown_timeout", time.Duration(c.ShutdownTimeout)},
+	} {
+		if d.value <= 0 {
+			return fmt.Errorf("%s %v: must be positive", d.name, d.value)
+		}
 	}
 	if c.DebugListen != "" && !IsLoopback(c.DebugListen) {
 		return fmt.Errorf("debug_listen %s: the profiler shows the process's memory, so it only listens on a loopback address", c.DebugListen)

@@ -4,8 +4,13 @@ import (
 	"bytes"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
+	"runtime"
+	"slices"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -112,6 +117,77 @@ func TestBenchRefusesFlagsThatCannotRun(t *testing.T) {
 	if err := checkBenchFlags(&cfg); err != nil || cfg.Warmup != bench.NoWarmup {
 		t.Errorf("--warmup 0: error %v, Warmup %v; want none and bench.NoWarmup", err, cfg.Warmup)
 	}
+}
+
+// A bench killed before it can stop its servers (SIGKILL here; SIGPIPE
+// from "holdfast bench | head" alike) leaves none of them running.
+func TestBenchKilledLeavesNoServer(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("the servers end with the bench through Linux's parent-death signal")
+	}
+	t.Parallel()
+	cmd := exec.Command(binary, "bench", "--workloads", "cycle", "--duration", "1m", "--no-trivial")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Wait()
+	server, args := 0, []string(nil)
+	for deadline := time.Now().Add(time.Minute); server == 0 && time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		server, args = childServing(cmd.Process.Pid)
+	}
+	if server == 0 {
+		cmd.Process.Kill()
+		t.Fatal("the bench started no server within a minute")
+	}
+	// A killed bench cannot remove its temporary directory, the parent
+	// of the server's store.
+	if i := slices.Index(args, "--store"); i >= 0 && i+1 < len(args) {
+		t.Cleanup(func() { os.RemoveAll(filepath.Dir(args[i+1])) })
+	}
+	cmd.Process.Kill()
+	for deadline := time.Now().Add(30 * time.Second); running(server); time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			syscall.Kill(server, syscall.SIGKILL)
+			t.Fatalf("server %d still runs 30s after its bench was killed", server)
+		}
+	}
+}
+
+// childServing returns the pid and arguments of a "holdfast serve" whose
+// parent is pid, or 0.
+func childServing(pid int) (int, []string) {
+	dirs, _ := os.ReadDir("/proc")
+	for _, d := range dirs {
+		child, err := strconv.Atoi(d.Name())
+		if err != nil {
+			continue
+		}
+		stat, err := os.ReadFile("/proc/" + d.Name() + "/stat")
+		if err != nil {
+			continue
+		}
+		// pid (comm) state ppid …; comm may hold spaces, not a ')'.
+		fields := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+1:]))
+		if len(fields) < 2 || fields[1] != strconv.Itoa(pid) {
+			continue
+		}
+		cmdline, _ := os.ReadFile("/proc/" + d.Name() + "/cmdline")
+		if args := strings.Split(string(cmdline), "\x00"); slices.Contains(args, "serve") {
+			return child, args
+		}
+	}
+	return 0, nil
+}
+
+// running reports whether pid is alive and not a zombie waiting to be
+// reaped.
+func running(pid int) bool {
+	stat, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return false
+	}
+	fields := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+1:]))
+	return len(fields) > 0 && fields[0] != "Z" && fields[0] != "X"
 }
 
 // runBench runs the binary with args and returns what it printed on

@@ -35,6 +35,7 @@ func startProcess(ctx context.Context, name, exe string, args ...string) (*proce
 	}
 	cmd := exec.Command(exe, append(args, "--listen", addr)...)
 	cmd.Env = append(os.Environ(), "HOLDFAST_CONFIG=", "HOLDFAST_LISTEN=", "HOLDFAST_STORE=", "HOLDFAST_TOKENS=")
+	cmd.SysProcAttr = serverAttr()
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		return nil, err

@@ -276,6 +276,11 @@ func (r *runner) setUp(ctx context.Context) error {
 			r.logf("skipping holdfast over PostgreSQL: %v", err)
 		} else if err := r.addHoldfastPG(p); err != nil {
 			return err
+		} else if db, ok := attach(pgAddr(cfg.HoldfastPostgres)); ok {
+			// Its work is done in PostgreSQL, as the lock table's is.
+			p.also = db
+		} else {
+			r.logf("holdfast over PostgreSQL: PostgreSQL's processes are not visible here; its server CPU is the holdfast process's alone")
 		}
 	}
 	if !cfg.NoTrivial {

@@ -90,6 +90,17 @@ func TestServerCostIsReadFromProc(t *testing.T) {
 	if rss, ok := rssBytes(p.pid); !ok || rss <= 0 {
 		t.Errorf("RSS of this process = %d (%v), want > 0", rss, ok)
 	}
+
+	// A process's CPU includes that of the one it works through (for a
+	// holdfast server over PostgreSQL, the database's): here, this
+	// process a second time.
+	twice := &process{pid: p.pid, also: p}
+	before, _ := p.cpu()
+	both, ok := twice.cpu()
+	after, _ := p.cpu()
+	if !ok || both < 2*before || both > 2*after {
+		t.Errorf("CPU with the process it works through = %v (%v), want twice its own, between %v and %v", both, ok, 2*before, 2*after)
+	}
 }
 
 // The holdfast server over PostgreSQL gets as many connections as the

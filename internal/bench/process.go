@@ -24,6 +24,9 @@ type process struct {
 	cmd  *exec.Cmd     // nil when not started by the bench
 	done chan struct{} // closed when a started process has exited
 	logs strings.Builder
+	// also is a process whose CPU counts as this one's: the PostgreSQL
+	// that a holdfast server over PostgreSQL does its work in.
+	also *process
 }
 
 // startProcess runs exe with "--listen ADDR" appended, on a free loopback
@@ -127,12 +130,17 @@ func attach(addr string) (*process, bool) {
 	return &process{name: addr, pid: pid}, true
 }
 
-// cpu is the process's CPU time so far, with its descendants'.
+// cpu is the process's CPU time so far, with its descendants' and that
+// of the process it works through, if any.
 func (p *process) cpu() (time.Duration, bool) {
 	if p == nil {
 		return 0, false
 	}
-	return procCPU(p.pid)
+	total, ok := procCPU(p.pid)
+	if also, alsoOK := p.also.cpu(); ok && alsoOK {
+		total += also
+	}
+	return total, ok
 }
 
 // pgAddr is the host:port a PostgreSQL DSN names.

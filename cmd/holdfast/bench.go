@@ -91,7 +91,7 @@ func (c *benchCommand) Run(ctx context.Context, args []string) error {
 func checkBenchFlags(cfg *bench.Config) error {
 	for _, w := range cfg.Workloads {
 		if !slices.Contains(bench.Workloads, w) {
-			return usagef("bench: unknown workload %q in --workloads (want some of %s)", w, strings.Join(bench.Workloads, ","))
+			return usagef("bench: unknown workload %q in --workloads (want a comma-separated list of %s)", w, strings.Join(bench.Workloads, ", "))
 		}
 	}
 	switch {

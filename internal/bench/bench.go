@@ -78,11 +78,24 @@ func (c *Config) defaults() error {
 	}
 	for _, w := range c.Workloads {
 		if !contains(Workloads, w) {
-			return fmt.Errorf("unknown workload %q (want %s)", w, strings.Join(Workloads, ", "))
+			return fmt.Errorf("bench: unknown workload %q (want %s)", w, strings.Join(Workloads, ", "))
 		}
 	}
-	if c.Clients < 0 || c.Duration < 0 || c.Coalesce < 0 || c.Sessions < 0 || c.ScaleLocks < 0 || c.PostgresConns < 0 {
-		return errors.New("bench: a count or duration of Config is negative")
+	for _, f := range []struct {
+		name     string
+		negative bool
+	}{
+		{"Clients", c.Clients < 0},
+		{"Duration", c.Duration < 0},
+		{"Warmup", c.Warmup < 0 && c.Warmup != NoWarmup},
+		{"Coalesce", c.Coalesce < 0},
+		{"Sessions", c.Sessions < 0},
+		{"ScaleLocks", c.ScaleLocks < 0},
+		{"PostgresConns", c.PostgresConns < 0},
+	} {
+		if f.negative {
+			return fmt.Errorf("bench: Config.%s is negative", f.name)
+		}
 	}
 	if c.Clients == 0 {
 		c.Clients = 64
@@ -90,7 +103,7 @@ func (c *Config) defaults() error {
 	if c.Duration == 0 {
 		c.Duration = 10 * time.Second
 	}
-	if c.Warmup < 0 {
+	if c.Warmup == NoWarmup {
 		c.Warmup = 0
 	} else if c.Warmup == 0 {
 		c.Warmup = time.Second
@@ -280,7 +293,8 @@ func (r *runner) setUp(ctx context.Context) error {
 			// Its work is done in PostgreSQL, as the lock table's is.
 			p.also = db
 		} else {
-			r.logf("holdfast over PostgreSQL: PostgreSQL's processes are not visible here; its server CPU is the holdfast process's alone")
+			r.logf("holdfast over PostgreSQL: no process found listening on %q (the DSN's host:port), so its server CPU is the holdfast process's alone",
+				pgAddr(cfg.HoldfastPostgres))
 		}
 	}
 	if !cfg.NoTrivial {

@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/http/httptest"
 	"os"
+	"os/exec"
 	"regexp"
 	"runtime"
 	"strings"
@@ -221,6 +222,7 @@ func TestLatencyAtOneClient(t *testing.T) {
 // Zero fields of Config take their defaults, negative ones are refused
 // rather than quietly replaced, and NoWarmup measures from the start.
 func TestConfigDefaults(t *testing.T) {
+	t.Parallel()
 	c := Config{Executable: "holdfast"}
 	if err := c.defaults(); err != nil {
 		t.Fatal(err)
@@ -232,10 +234,34 @@ func TestConfigDefaults(t *testing.T) {
 	if err := c.defaults(); err != nil || c.Warmup != 0 {
 		t.Errorf("NoWarmup: error %v, warm-up %v; want none and 0", err, c.Warmup)
 	}
-	for _, bad := range []Config{{Clients: -1}, {Duration: -time.Second}, {Coalesce: -1}, {Sessions: -1}, {ScaleLocks: -1}, {PostgresConns: -1}} {
+	for _, bad := range []Config{{Clients: -1}, {Duration: -time.Second}, {Warmup: -time.Second}, {Coalesce: -1}, {Sessions: -1}, {ScaleLocks: -1}, {PostgresConns: -1}} {
 		bad.Executable = "holdfast"
-		if err := bad.defaults(); err == nil {
-			t.Errorf("%+v was accepted", bad)
+		if err := bad.defaults(); err == nil || !strings.Contains(err.Error(), "is negative") {
+			t.Errorf("%+v: error %v, want one naming the negative field", bad, err)
 		}
+	}
+}
+
+// A process's CPU keeps that of its children once they have ended, as a
+// PostgreSQL server's keeps its backends': their time moves to the
+// parent's count when it waits for them.
+func TestCPUKeepsEndedChildren(t *testing.T) {
+	t.Parallel()
+	if runtime.GOOS != "linux" {
+		t.Skip("server CPU is read from Linux's /proc")
+	}
+	before, ok := cpuOf(os.Getpid())
+	if !ok {
+		t.Fatal("cpuOf: /proc not read")
+	}
+	child := exec.Command("sh", "-c", "i=0; while [ $i -lt 300000 ]; do i=$((i+1)); done")
+	if err := child.Run(); err != nil {
+		t.Fatal(err)
+	}
+	used := child.ProcessState.UserTime() + child.ProcessState.SystemTime()
+	after, _ := cpuOf(os.Getpid())
+	// Clock ticks are 10 ms; allow two of rounding.
+	if used < 50*time.Millisecond || after-before < used-20*time.Millisecond {
+		t.Errorf("a child used %v and ended; this process's CPU grew by %v, want at least that", used, after-before)
 	}
 }

@@ -40,13 +40,19 @@ func cpuOf(pid int) (time.Duration, bool) {
 	if !ok || len(fields) < 15 {
 		return 0, false
 	}
-	// Fields after the command: state is [0]; utime [11], stime [12].
-	u, err1 := strconv.ParseInt(fields[11], 10, 64)
-	s, err2 := strconv.ParseInt(fields[12], 10, 64)
-	if err1 != nil || err2 != nil {
-		return 0, false
+	// Fields after the command: state is [0]; utime [11], stime [12],
+	// and [13], [14] those of its children that ended and were waited
+	// for, so that a PostgreSQL backend that exits between two readings
+	// takes none of the CPU it used with it.
+	var ticks int64
+	for _, f := range fields[11:15] {
+		n, err := strconv.ParseInt(f, 10, 64)
+		if err != nil {
+			return 0, false
+		}
+		ticks += n
 	}
-	return time.Duration(u+s) * time.Second / clockTicks, true
+	return time.Duration(ticks) * time.Second / clockTicks, true
 }
 
 // statFields returns the fields of /proc/PID/stat after the command name,

@@ -137,8 +137,9 @@ func (p *process) cpu() (time.Duration, bool) {
 		return 0, false
 	}
 	total, ok := procCPU(p.pid)
-	if also, alsoOK := p.also.cpu(); ok && alsoOK {
-		total += also
+	if p.also != nil {
+		also, alsoOK := p.also.cpu()
+		total, ok = total+also, ok && alsoOK
 	}
 	return total, ok
 }

@@ -74,14 +74,15 @@ type tuning struct {
 	// each cost one apiece. A killed process loses at most this much of
 	// them. lazyWriteBytes of them are written at once.
 	lazyWrite time.Duration
-	// syncers is how many groups may be syncing at once. One: on this
-	// project's latest machines two fdatasyncs at once each took about as
-	// long as two in a row, so a second syncer only split the commits
-	// into smaller groups, and BenchmarkStore/AcquireRelease ran 1.4-1.7x
-	// faster with one and no bound on the Manager's groups
-	// (docs/BENCHMARKS.md, docs/STORAGE.md). Earlier machines had measured
-	// two ahead, so the syncers work in any number, and the tests of
-	// overlapping syncs run two.
+	// syncers is how many groups may be syncing at once. One: where two
+	// fdatasyncs at once each took about as long as two in a row, a
+	// second syncer only split the commits into smaller groups, and
+	// BenchmarkStore/AcquireRelease ran 1.4-1.7x faster with one and no
+	// bound on the Manager's groups; where the disk did run two at once,
+	// one still ran faster (docs/BENCHMARKS.md, "Tried and not kept";
+	// docs/STORAGE.md). Earlier machines had measured two ahead, so the
+	// syncers work in any number, and the tests of overlapping syncs run
+	// two.
 	syncers int
 }
 

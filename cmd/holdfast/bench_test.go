@@ -167,13 +167,7 @@ func childServing(pid int) (int, []string) {
 		if err != nil {
 			continue
 		}
-		stat, err := os.ReadFile("/proc/" + d.Name() + "/stat")
-		if err != nil {
-			continue
-		}
-		// pid (comm) state ppid …; comm may hold spaces, not a ')'.
-		fields := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+1:]))
-		if len(fields) < 2 || fields[1] != strconv.Itoa(pid) {
+		if fields := statAfterComm(child); len(fields) < 2 || fields[1] != strconv.Itoa(pid) {
 			continue
 		}
 		cmdline, _ := os.ReadFile("/proc/" + d.Name() + "/cmdline")
@@ -187,12 +181,19 @@ func childServing(pid int) (int, []string) {
 // running reports whether pid is alive and not a zombie waiting to be
 // reaped.
 func running(pid int) bool {
+	fields := statAfterComm(pid)
+	return len(fields) > 0 && fields[0] != "Z" && fields[0] != "X"
+}
+
+// statAfterComm returns the fields of /proc/PID/stat after the command
+// name (state, ppid, …), which may hold spaces but not a ')'; none if
+// the process is gone.
+func statAfterComm(pid int) []string {
 	stat, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
 	if err != nil {
-		return false
+		return nil
 	}
-	fields := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+1:]))
-	return len(fields) > 0 && fields[0] != "Z" && fields[0] != "X"
+	return strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+1:]))
 }
 
 // runBench runs the binary with args and returns what it printed on

@@ -12,6 +12,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -77,7 +78,7 @@ func (c *Config) defaults() error {
 		c.Workloads = Workloads
 	}
 	for _, w := range c.Workloads {
-		if !contains(Workloads, w) {
+		if !slices.Contains(Workloads, w) {
 			return fmt.Errorf("bench: unknown workload %q (want %s)", w, strings.Join(Workloads, ", "))
 		}
 	}
@@ -157,15 +158,6 @@ func withPoolSize(dsn string, n int) string {
 		return u.String()
 	}
 	return dsn + " pool_max_conns=" + strconv.Itoa(n) // keyword=value form
-}
-
-func contains(list []string, s string) bool {
-	for _, v := range list {
-		if v == s {
-			return true
-		}
-	}
-	return false
 }
 
 // system is one row's target with the server process it measures.

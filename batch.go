@@ -155,6 +155,15 @@ func (p *pending) weight() int {
 	return 1
 }
 
+// operations is how many operations p ran in its last transaction: a
+// batch's, or one.
+func (p *pending) operations() int {
+	if r := p.scope.batch; r != nil {
+		return len(r.b.ops)
+	}
+	return 1
+}
+
 // batch is the shared transaction of a Batch.
 type batch struct {
 	m   *Manager

@@ -49,6 +49,17 @@ type Observer interface {
 	Observe(op string, d time.Duration, err error)
 }
 
+// CommitObserver is an Observer that is also told of each store
+// transaction that commits a group of concurrent operations: how many
+// operations shared it (a batch counts its operations) and how long it
+// took, its durable commit included. The first says how well concurrent
+// operations share commits, the second how fast the store makes them
+// durable.
+type CommitObserver interface {
+	Observer
+	ObserveCommit(ops int, d time.Duration)
+}
+
 const (
 	defaultTTL            = 2 * time.Hour
 	defaultMaxTTL         = 24 * time.Hour

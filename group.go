@@ -368,12 +368,23 @@ func (l *leader) opsRan() {
 func (l *leader) commit(ctx context.Context, ops []*pending) (failed *pending) {
 	l.ops, l.failed = ops, nil
 	defer l.giveBack(nil) // a ticket still held publishes nothing
+	var start time.Time
+	if l.m.commits != nil {
+		start = time.Now()
+	}
 	err := l.m.store.Update(ctx, l.body)
 	if l.failed != nil && len(ops) > 1 && errors.Is(err, l.failed.err) {
 		return l.failed
 	}
 	if l.m.settle(ops, err) {
 		l.giveBack(ops)
+		if l.m.commits != nil {
+			n := 0
+			for _, p := range ops {
+				n += p.operations()
+			}
+			l.m.commits.ObserveCommit(n, time.Since(start))
+		}
 	}
 	for _, p := range ops {
 		if p != l.self {

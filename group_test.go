@@ -1205,3 +1205,70 @@ func TestPanicOutlivesTheStoresRetry(t *testing.T) {
 		t.Errorf("held %v after the operation panicked, want nothing", held)
 	}
 }
+
+// commitsObserved records what a CommitObserver is told of commits.
+type commitsObserved struct {
+	observed
+	commits []int // operations of each commit, in order
+}
+
+func (o *commitsObserved) ObserveCommit(ops int, d time.Duration) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if d < 0 {
+		ops = -1 // a negative time is wrong: the test fails on it
+	}
+	o.commits = append(o.commits, ops)
+}
+
+func (o *commitsObserved) list() []int {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return slices.Clone(o.commits)
+}
+
+// A CommitObserver learns how many operations shared each committed
+// transaction: the callers queued behind one transaction share the next,
+// a batch counts its operations (refusals too), and a transaction that
+// failed is not a commit.
+func TestCommitObserverCountsTheOperationsOfEachCommit(t *testing.T) {
+	t.Parallel()
+	s := newTapStore(nil)
+	obs := &commitsObserved{}
+	m := newObservedManager(t, s, obs)
+	ctx := t.Context()
+
+	letGo := holdFirst(t, m, s)
+	const n = 10
+	ops := make([]func(), n)
+	for i := range ops {
+		ops[i] = func() {
+			if _, err := m.Acquire(ctx, acquireReq(fmt.Sprintf("order/%d", i), fmt.Sprintf("s-%d", i))); err != nil {
+				t.Errorf("acquire %d: %v", i, err)
+			}
+		}
+	}
+	inOneGroup(t, m, letGo, ops...)
+	if got, want := obs.list(), []int{1, n}; !slices.Equal(got, want) {
+		t.Fatalf("commits of %v operations, want %v (the held heartbeat, then the %d queued)", got, want, n)
+	}
+
+	err := m.Batch(ctx, func(ctx context.Context) {
+		m.Acquire(ctx, acquireReq("order/0", "s-other")) // refused: s-0 holds it
+		m.Acquire(ctx, acquireReq("order/new", "s-other"))
+		m.Release(ctx, holdfast.ReleaseRequest{Session: "s-1", Keys: []string{"order/1"}})
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := obs.list(), []int{1, n, 3}; !slices.Equal(got, want) {
+		t.Fatalf("commits of %v operations, want %v (then the batch of 3)", got, want)
+	}
+
+	if _, err := m.Acquire(ctx, acquireReq("poison/1", "s-1")); err == nil {
+		t.Fatal("an acquire of a poisoned key succeeded")
+	}
+	if got := obs.list(); len(got) != 3 {
+		t.Errorf("commits of %v operations after a failed transaction, want it not counted", got)
+	}
+}

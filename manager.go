@@ -24,6 +24,7 @@ type Manager struct {
 	// prepares is set once a transaction has shown that the store reads
 	// ahead (store.Preparer).
 	prepares atomic.Bool
+	commits  CommitObserver // cfg.Observer, if it wants commits too
 
 	stop     chan struct{}
 	stopOnce sync.Once
@@ -38,6 +39,7 @@ func New(s store.Store, cfg Config) (*Manager, error) {
 		return nil, err
 	}
 	m := &Manager{store: s, cfg: cfg, stop: make(chan struct{})}
+	m.commits, _ = cfg.Observer.(CommitObserver)
 	m.groups.limit, m.order.ordered = maxInFlight, merges(s)
 	if m.order.ordered {
 		m.groups.limit = math.MaxInt

@@ -13,9 +13,9 @@ import (
 	"github.com/holdfast/holdfast"
 )
 
-// Metrics counts requests and lock operations for /metrics. It is a
-// holdfast.Observer: give the same value to holdfast.Config.Observer and
-// to Config.Metrics.
+// Metrics counts requests, lock operations and the store transactions
+// that commit them for /metrics. It is a holdfast.CommitObserver: give the
+// same value to holdfast.Config.Observer and to Config.Metrics.
 type Metrics struct {
 	registry *prometheus.Registry
 	handler  http.Handler
@@ -24,6 +24,8 @@ type Metrics struct {
 	requestDuration *prometheus.HistogramVec
 	operations      *prometheus.CounterVec
 	opDuration      *prometheus.HistogramVec
+	commitOps       prometheus.Histogram
+	commitDuration  prometheus.Histogram
 	streams         prometheus.Gauge
 
 	// The series of each request and operation, looked up once:
@@ -61,7 +63,7 @@ func (c *seriesCache[K, S]) get(labels K, create func() S) S {
 	return s.(S)
 }
 
-var _ holdfast.Observer = (*Metrics)(nil)
+var _ holdfast.CommitObserver = (*Metrics)(nil)
 
 // NewMetrics returns Metrics with its own registry, which also holds the
 // Go runtime and process collectors.
@@ -87,12 +89,22 @@ func NewMetrics() *Metrics {
 			Help:    "Time of lock manager operations, including the store's commit.",
 			Buckets: prometheus.ExponentialBuckets(0.0001, 2, 18),
 		}, []string{"op"}),
+		commitOps: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "holdfast_commit_operations",
+			Help:    "Operations that shared one store transaction (a batch counts its operations).",
+			Buckets: prometheus.ExponentialBuckets(1, 2, 11),
+		}),
+		commitDuration: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "holdfast_commit_duration_seconds",
+			Help:    "Time of the store transactions that commit operations, the durable commit included.",
+			Buckets: prometheus.ExponentialBuckets(0.00005, 2, 16),
+		}),
 		streams: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "holdfast_event_streams",
 			Help: "Open /v1/events streams.",
 		}),
 	}
-	reg.MustRegister(m.requests, m.requestDuration, m.operations, m.opDuration, m.streams,
+	reg.MustRegister(m.requests, m.requestDuration, m.operations, m.opDuration, m.commitOps, m.commitDuration, m.streams,
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m.handler = promhttp.HandlerFor(reg, promhttp.HandlerOpts{})
@@ -101,6 +113,12 @@ func NewMetrics() *Metrics {
 
 // Registry is where further collectors (a store's, say) may register.
 func (m *Metrics) Registry() *prometheus.Registry { return m.registry }
+
+// ObserveCommit implements holdfast.CommitObserver.
+func (m *Metrics) ObserveCommit(ops int, d time.Duration) {
+	m.commitOps.Observe(float64(ops))
+	m.commitDuration.Observe(d.Seconds())
+}
 
 // Observe implements holdfast.Observer.
 func (m *Metrics) Observe(op string, d time.Duration, err error) {

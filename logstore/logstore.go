@@ -167,6 +167,10 @@ type Store struct {
 	// group that did not reach the disk.
 	syncFiles []*os.File
 	syncing   sync.WaitGroup // fdatasyncs under way; a rotation waits for them
+	// syncs and syncTime count the fdatasyncs that made commits durable,
+	// and their time, for Syncs.
+	syncs    atomic.Uint64
+	syncTime atomic.Int64 // nanoseconds
 
 	lastCheckpoint atomic.Int64 // size of the last checkpoint
 	checkpointing  atomic.Bool
@@ -587,7 +591,11 @@ func (s *Store) syncWritten(i int, g *group) bool {
 	// No rotation closes active or f until Done, after the answer: a
 	// rotation resets ackedEnd, which ackLocked must not move after it.
 	defer s.syncing.Done()
-	if err := s.syncFile(f); err != nil {
+	start := time.Now()
+	err := s.syncFile(f)
+	s.syncs.Add(1)
+	s.syncTime.Add(int64(time.Since(start)))
+	if err != nil {
 		s.fail(err, nil, active)
 		return false
 	}
@@ -906,6 +914,18 @@ const closeCheckpointBytes = 1 << 20
 // memory grows with. The audit log stays on disk.
 type Memory struct {
 	Locks, Sessions, Lost int
+}
+
+// SyncStats counts the fdatasyncs that made commits durable since the
+// store opened: many commits share one under load (group commit).
+type SyncStats struct {
+	Syncs uint64
+	Time  time.Duration // spent in them, in all
+}
+
+// Syncs reports the log's fdatasyncs so far.
+func (s *Store) Syncs() SyncStats {
+	return SyncStats{Syncs: s.syncs.Load(), Time: time.Duration(s.syncTime.Load())}
 }
 
 // Memory reports what the store holds in memory now.

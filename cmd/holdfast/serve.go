@@ -90,7 +90,7 @@ Flags:
 	}()
 
 	metrics := server.NewMetrics()
-	registerRecordGauges(metrics.Registry(), st)
+	registerStoreMetrics(metrics.Registry(), st)
 	hc := cfg.Manager()
 	hc.Logger = log
 	hc.Observer = metrics
@@ -228,16 +228,18 @@ func openStore(ctx context.Context, cfg config.Config, log *slog.Logger) (store.
 	return st, st.Close, nil
 }
 
-// registerRecordGauges exports how many records an embedded store keeps in
+// registerStoreMetrics exports how many records an embedded store keeps in
 // memory, which is what its memory grows with: locks (expired ones the
 // sweep has not removed yet included), sessions (live and ended) and
-// lost-lock records. PostgreSQL keeps its records in the database; the
-// in-memory store of "memory:" exports no counts.
-func registerRecordGauges(reg *prometheus.Registry, st store.Store) {
+// lost-lock records; and, for the log, its fdatasyncs. PostgreSQL keeps its
+// records in the database; the in-memory store of "memory:" exports
+// neither.
+func registerStoreMetrics(reg *prometheus.Registry, st store.Store) {
 	var c recordCollector
 	switch s := st.(type) {
 	case *logstore.Store:
 		c.counts = func() [3]int { m := s.Memory(); return [3]int{m.Locks, m.Sessions, m.Lost} }
+		reg.MustRegister(syncCollector{s})
 	case *pebblestore.Store:
 		c.counts = func() [3]int { m := s.Memory(); return [3]int{m.Locks, m.Sessions, m.Lost} }
 	default:
@@ -258,6 +260,24 @@ var (
 )
 
 func (c recordCollector) Describe(ch chan<- *prometheus.Desc) { ch <- recordsDesc }
+
+// syncCollector reads the embedded log's fdatasyncs at each scrape.
+type syncCollector struct{ s *logstore.Store }
+
+var (
+	syncsDesc = prometheus.NewDesc("holdfast_log_syncs_total",
+		"fdatasyncs of the embedded store's log that made commits durable; commits that wait together share one.", nil, nil)
+	syncSecondsDesc = prometheus.NewDesc("holdfast_log_sync_seconds_total",
+		"Time spent in those fdatasyncs.", nil, nil)
+)
+
+func (c syncCollector) Describe(ch chan<- *prometheus.Desc) { ch <- syncsDesc; ch <- syncSecondsDesc }
+
+func (c syncCollector) Collect(ch chan<- prometheus.Metric) {
+	st := c.s.Syncs()
+	ch <- prometheus.MustNewConstMetric(syncsDesc, prometheus.CounterValue, float64(st.Syncs))
+	ch <- prometheus.MustNewConstMetric(syncSecondsDesc, prometheus.CounterValue, st.Time.Seconds())
+}
 
 func (c recordCollector) Collect(ch chan<- prometheus.Metric) {
 	counts := c.counts()

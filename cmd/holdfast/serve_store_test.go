@@ -43,6 +43,35 @@ func TestServeNewDirectoryUsesLogstore(t *testing.T) {
 	if got := storeRecords(t, p.url); got["locks"] != 1 || got["sessions"] != 1 || got["lost"] != 0 {
 		t.Errorf("holdfast_store_records after one acquire: %v", got)
 	}
+	// The acquire was one commit, made durable by an fdatasync of the log.
+	if syncs, seconds := metricValue(t, p.url, "holdfast_log_syncs_total"), metricValue(t, p.url, "holdfast_log_sync_seconds_total"); syncs < 1 || seconds <= 0 {
+		t.Errorf("after one acquire holdfast_log_syncs_total %g, holdfast_log_sync_seconds_total %g; want a sync that took time", syncs, seconds)
+	}
+	if ops, commits := metricValue(t, p.url, "holdfast_commit_operations_sum"), metricValue(t, p.url, "holdfast_commit_operations_count"); ops != 1 || commits != 1 {
+		t.Errorf("after one acquire %g operations in %g commits, want 1 in 1", ops, commits)
+	}
+}
+
+// metricValue reads the value of an unlabelled series from /metrics.
+func metricValue(t *testing.T, url, name string) float64 {
+	t.Helper()
+	res, err := http.Get(url + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	sc := bufio.NewScanner(res.Body)
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), name+" "); ok {
+			var n float64
+			if _, err := fmt.Sscanf(v, "%g", &n); err != nil {
+				t.Fatalf("%s: %v", sc.Text(), err)
+			}
+			return n
+		}
+	}
+	t.Fatalf("/metrics holds no %s", name)
+	return 0
 }
 
 // storeRecords reads the holdfast_store_records gauges from /metrics.

@@ -592,13 +592,12 @@ func (s *Store) syncWritten(i int, g *group) bool {
 	// rotation resets ackedEnd, which ackLocked must not move after it.
 	defer s.syncing.Done()
 	start := time.Now()
-	err := s.syncFile(f)
-	s.syncs.Add(1)
-	s.syncTime.Add(int64(time.Since(start)))
-	if err != nil {
+	if err := s.syncFile(f); err != nil {
 		s.fail(err, nil, active)
 		return false
 	}
+	s.syncs.Add(1)
+	s.syncTime.Add(int64(time.Since(start)))
 	if g != nil {
 		s.mu.Lock()
 		s.ackLocked(g)

@@ -261,6 +261,13 @@ var (
 
 func (c recordCollector) Describe(ch chan<- *prometheus.Desc) { ch <- recordsDesc }
 
+func (c recordCollector) Collect(ch chan<- prometheus.Metric) {
+	counts := c.counts()
+	for i, kind := range recordKinds {
+		ch <- prometheus.MustNewConstMetric(recordsDesc, prometheus.GaugeValue, float64(counts[i]), kind)
+	}
+}
+
 // syncCollector reads the embedded log's fdatasyncs at each scrape.
 type syncCollector struct{ s *logstore.Store }
 
@@ -277,13 +284,6 @@ func (c syncCollector) Collect(ch chan<- prometheus.Metric) {
 	st := c.s.Syncs()
 	ch <- prometheus.MustNewConstMetric(syncsDesc, prometheus.CounterValue, float64(st.Syncs))
 	ch <- prometheus.MustNewConstMetric(syncSecondsDesc, prometheus.CounterValue, st.Time.Seconds())
-}
-
-func (c recordCollector) Collect(ch chan<- prometheus.Metric) {
-	counts := c.counts()
-	for i, kind := range recordKinds {
-		ch <- prometheus.MustNewConstMetric(recordsDesc, prometheus.GaugeValue, float64(counts[i]), kind)
-	}
 }
 
 // openPostgres connects a pool to the database, migrates the schema when

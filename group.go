@@ -376,20 +376,22 @@ func (l *leader) commit(ctx context.Context, ops []*pending) (failed *pending) {
 	if l.failed != nil && len(ops) > 1 && errors.Is(err, l.failed.err) {
 		return l.failed
 	}
-	if l.m.settle(ops, err) {
+	committed, n := l.m.settle(ops, err), 0
+	if committed {
 		l.giveBack(ops)
 		if l.m.commits != nil {
-			n := 0
 			for _, p := range ops {
-				n += p.operations()
+				n += p.operations() // before the callers are woken and reuse ops
 			}
-			l.m.commits.ObserveCommit(n, time.Since(start))
 		}
 	}
 	for _, p := range ops {
 		if p != l.self {
 			p.woken <- nil
 		}
+	}
+	if n > 0 {
+		l.m.commits.ObserveCommit(n, time.Since(start))
 	}
 	return nil
 }

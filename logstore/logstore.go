@@ -167,7 +167,7 @@ type Store struct {
 	// group that did not reach the disk.
 	syncFiles []*os.File
 	syncing   sync.WaitGroup // fdatasyncs under way; a rotation waits for them
-	// syncs and syncTime count the fdatasyncs that made commits durable,
+	// syncs and syncTime count the fdatasyncs that made writes durable,
 	// and their time, for Syncs.
 	syncs    atomic.Uint64
 	syncTime atomic.Int64 // nanoseconds
@@ -915,8 +915,10 @@ type Memory struct {
 	Locks, Sessions, Lost int
 }
 
-// SyncStats counts the fdatasyncs that made commits durable since the
-// store opened: many commits share one under load (group commit).
+// SyncStats counts the fdatasyncs that made the log's writes durable
+// since the store opened: many commits share one under load (group
+// commit), and lazy session touches are synced on their own when nothing
+// else syncs them.
 type SyncStats struct {
 	Syncs uint64
 	Time  time.Duration // spent in them, in all

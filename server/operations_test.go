@@ -59,9 +59,9 @@ func TestMetrics(t *testing.T) {
 		`holdfast_operations_total{op="acquire",outcome="locked"} 1`,
 		`holdfast_operation_duration_seconds_count{op="acquire"} 2`,
 		// Each acquire, the refused one too, committed alone.
-		`holdfast_commit_operations_sum 2`,
-		`holdfast_commit_operations_count 2`,
-		`holdfast_commit_duration_seconds_count 2`,
+		"holdfast_commit_operations_sum 2\n",
+		"holdfast_commit_operations_count 2\n",
+		"holdfast_commit_duration_seconds_count 2\n",
 		`holdfast_event_streams 1`,
 		`go_goroutines `,
 	} {

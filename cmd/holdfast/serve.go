@@ -273,7 +273,7 @@ type syncCollector struct{ s *logstore.Store }
 
 var (
 	syncsDesc = prometheus.NewDesc("holdfast_log_syncs_total",
-		"fdatasyncs of the embedded store's log that made commits durable; commits that wait together share one.", nil, nil)
+		"fdatasyncs of the embedded store's log that made writes durable; commits that wait together share one.", nil, nil)
 	syncSecondsDesc = prometheus.NewDesc("holdfast_log_sync_seconds_total",
 		"Time spent in those fdatasyncs.", nil, nil)
 )

@@ -21,7 +21,7 @@ import (
 func TestServeNewDirectoryUsesLogstore(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	p := startServe(t, dir)
+	p := startServe(t, dir, "--sweep-interval", "1h") // no sweep's commits in the metrics
 	if _, err := newClient(t, p.url).Acquire(context.Background(), holdfast.AcquireRequest{
 		Keys: []string{"policy/1"}, Owner: holdfast.Owner{Session: "s-1"}}); err != nil {
 		t.Fatal(err)

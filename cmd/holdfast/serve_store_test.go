@@ -44,50 +44,47 @@ func TestServeNewDirectoryUsesLogstore(t *testing.T) {
 		t.Errorf("holdfast_store_records after one acquire: %v", got)
 	}
 	// The acquire was one commit, made durable by an fdatasync of the log.
-	if syncs, seconds := metricValue(t, p.url, "holdfast_log_syncs_total"), metricValue(t, p.url, "holdfast_log_sync_seconds_total"); syncs < 1 || seconds <= 0 {
+	m := scrapeMetrics(t, p.url)
+	if syncs, seconds := m["holdfast_log_syncs_total"], m["holdfast_log_sync_seconds_total"]; syncs < 1 || seconds <= 0 {
 		t.Errorf("after one acquire holdfast_log_syncs_total %g, holdfast_log_sync_seconds_total %g; want a sync that took time", syncs, seconds)
 	}
-	if ops, commits := metricValue(t, p.url, "holdfast_commit_operations_sum"), metricValue(t, p.url, "holdfast_commit_operations_count"); ops != 1 || commits != 1 {
+	if ops, commits := m["holdfast_commit_operations_sum"], m["holdfast_commit_operations_count"]; ops != 1 || commits != 1 {
 		t.Errorf("after one acquire %g operations in %g commits, want 1 in 1", ops, commits)
 	}
 }
 
-// metricValue reads the value of an unlabelled series from /metrics.
-func metricValue(t *testing.T, url, name string) float64 {
+// scrapeMetrics reads /metrics into the value of each series, named with
+// its labels as the text format writes them.
+func scrapeMetrics(t *testing.T, url string) map[string]float64 {
 	t.Helper()
 	res, err := http.Get(url + "/metrics")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer res.Body.Close()
+	series := map[string]float64{}
 	sc := bufio.NewScanner(res.Body)
 	for sc.Scan() {
-		if v, ok := strings.CutPrefix(sc.Text(), name+" "); ok {
-			var n float64
-			if _, err := fmt.Sscanf(v, "%g", &n); err != nil {
-				t.Fatalf("%s: %v", sc.Text(), err)
-			}
-			return n
+		name, value, ok := strings.Cut(sc.Text(), " ")
+		if !ok || strings.HasPrefix(name, "#") {
+			continue
 		}
+		var n float64
+		if _, err := fmt.Sscanf(value, "%g", &n); err != nil {
+			t.Fatalf("/metrics line %q: %v", sc.Text(), err)
+		}
+		series[name] = n
 	}
-	t.Fatalf("/metrics holds no %s", name)
-	return 0
+	return series
 }
 
 // storeRecords reads the holdfast_store_records gauges from /metrics.
 func storeRecords(t *testing.T, url string) map[string]int {
 	t.Helper()
-	res, err := http.Get(url + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer res.Body.Close()
+	m := scrapeMetrics(t, url)
 	got := map[string]int{}
-	sc := bufio.NewScanner(res.Body)
-	for sc.Scan() {
-		var kind string
-		var n float64
-		if _, err := fmt.Sscanf(sc.Text(), "holdfast_store_records{kind=%q} %g", &kind, &n); err == nil {
+	for _, kind := range []string{"locks", "sessions", "lost"} {
+		if n, ok := m[fmt.Sprintf("holdfast_store_records{kind=%q}", kind)]; ok {
 			got[kind] = int(n)
 		}
 	}

@@ -1,8 +1,10 @@
 package pgstore
 
 import (
+	"maps"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -85,6 +87,7 @@ func (t *tx) readAhead(keys, sessions, reporting, unknownAggregates []string) er
 	var (
 		exact, low, high []string
 		found            []store.Lock
+		holders          map[string]versionedSession
 		foundSessions    []store.Session
 		foundLost        []store.Lost
 	)
@@ -104,7 +107,7 @@ func (t *tx) readAhead(keys, sessions, reporting, unknownAggregates []string) er
 		}
 		if len(read) > 0 || len(readSessions) > 0 {
 			b.Queue(t.q.locksAhead, exact, low, high, readSessions).Query(func(rows pgx.Rows) (err error) {
-				found, err = scanLocks(rows)
+				found, holders, err = scanLocksAndHolders(rows)
 				return err
 			})
 		}
@@ -132,6 +135,11 @@ func (t *tx) readAhead(keys, sessions, reporting, unknownAggregates []string) er
 		return err
 	}
 	t.remember(found...)
+	if t.holders == nil {
+		t.holders = holders
+	} else {
+		maps.Copy(t.holders, holders)
+	}
 	for _, k := range exact {
 		t.fullKeys[k] = true
 	}
@@ -250,4 +258,47 @@ func (t *tx) treeAbove(key string) bool {
 		}
 	}
 	return false
+}
+
+// scanLocksAndHolders reads the rows of locksAhead: the locks, and the
+// records of the sessions holding them that the transaction does not
+// read under their locks.
+func scanLocksAndHolders(rows pgx.Rows) ([]store.Lock, map[string]versionedSession, error) {
+	var (
+		out     []store.Lock
+		holders map[string]versionedSession
+		// NULL where the row has no session record here; reused, as
+		// Scan sets each of them for every row.
+		version, id, user, name, reason *string
+		lastSeen, ended                 *time.Time
+		idle                            *int64
+	)
+	for rows.Next() {
+		var (
+			l     store.Lock
+			token int64
+		)
+		if err := rows.Scan(&l.Key, &l.Session, &l.User, &l.Name, &l.Shared, &token, &l.AcquiredAt, &l.ExpiresAt, &l.Note,
+			&version, &id, &user, &name, &lastSeen, &idle, &ended, &reason); err != nil {
+			return nil, nil, err
+		}
+		l.Token = uint64(token)
+		l.AcquiredAt, l.ExpiresAt = l.AcquiredAt.UTC(), l.ExpiresAt.UTC()
+		out = append(out, l)
+		if id == nil {
+			// One of the transaction's own sessions, which it reads
+			// under their locks, or one with no record, which Session
+			// reads in a round trip of its own.
+			continue
+		}
+		if holders == nil {
+			holders = make(map[string]versionedSession)
+		}
+		s := store.Session{ID: *id, User: *user, Name: *name, LastSeen: lastSeen.UTC(), IdleTimeout: time.Duration(*idle), EndReason: *reason}
+		if ended != nil {
+			s.EndedAt = ended.UTC()
+		}
+		holders[l.Session] = versionedSession{s, *version}
+	}
+	return out, holders, rows.Err()
 }

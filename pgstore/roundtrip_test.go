@@ -113,6 +113,16 @@ func TestRoundTrips(t *testing.T) {
 		_, err := m.Acquire(ctx, holdfast.AcquireRequest{Keys: keys[i : i+1], Owner: holdfast.Owner{Session: sessions[i]}})
 		return err
 	})
+	// Refusals read the record of each holder they meet, which Prepare
+	// reads with the holder's lock rows: a round trip per holder otherwise.
+	refuseMany := batch(func(ctx context.Context, i int) error {
+		_, err := m.Acquire(ctx, holdfast.AcquireRequest{Keys: keys[i : i+1], Owner: holdfast.Owner{Session: "t-" + sessions[i]}})
+		var locked *holdfast.LockedError
+		if !errors.As(err, &locked) || len(locked.Conflicts) != 1 || len(locked.Conflicts[0].Holders) != 1 || locked.Conflicts[0].Holders[0].Owner.Session != sessions[i] {
+			return fmt.Errorf("acquire of %s by another session: %v, want it refused as held by %s", keys[i], err, sessions[i])
+		}
+		return nil
+	})
 	heartbeatMany := batch(func(ctx context.Context, i int) error {
 		res, err := m.Heartbeat(ctx, holdfast.HeartbeatRequest{Session: sessions[i]})
 		if err == nil && res.Session.Locks != 1 {
@@ -147,7 +157,7 @@ func TestRoundTrips(t *testing.T) {
 	}
 
 	// One round first, so every statement is prepared on the connection.
-	for _, op := range []func() error{acquire, heartbeat, release, acquireMany, heartbeatMany, releaseMany, acquireEight, releaseEight} {
+	for _, op := range []func() error{acquire, heartbeat, release, acquireMany, refuseMany, heartbeatMany, releaseMany, acquireEight, releaseEight} {
 		if err := op(); err != nil {
 			t.Fatal(err)
 		}
@@ -164,6 +174,7 @@ func TestRoundTrips(t *testing.T) {
 		{"heartbeat", heartbeat, 5, 11, true},
 		{"release", release, 4, 10, false},
 		{"32 acquires in a batch", acquireMany, 2, 7, false},
+		{"32 refused acquires in a batch", refuseMany, 2, 7, false},
 		{"32 heartbeats in a batch", heartbeatMany, 2, 9, true},
 		{"32 releases in a batch", releaseMany, 2, 7, false},
 		{"acquire of 8 keys", acquireEight, 2, 7, false},

@@ -59,6 +59,12 @@ type tx struct {
 	fullTrees    map[string]bool // every row below this key is in rows
 	fullSessions map[string]bool // every row of this session is in rows
 
+	// holders are the records of the sessions holding the lock rows
+	// Prepare read, read with those rows but without the sessions' locks,
+	// with their row versions: what Session answers for a session it
+	// does not lock (see tx.seen).
+	holders map[string]versionedSession
+
 	// sessions are session records read or written while this
 	// transaction holds their session lock, with its own writes applied.
 	// A nil value means "known to be absent".
@@ -91,6 +97,12 @@ type tx struct {
 }
 
 type lockRef struct{ key, session string }
+
+// versionedSession is a session record and its row version.
+type versionedSession struct {
+	s       store.Session
+	version string
+}
 
 type queued struct {
 	sql  string
@@ -553,6 +565,13 @@ func (t *tx) Session(id string) (store.Session, bool, error) {
 		found   bool
 		version string
 	)
+	lid := lockID(t.s.schema, classSession, id)
+	_, held := t.locks.held[lid]
+	_, pending := t.locks.pending[lid]
+	if h, ok := t.holders[id]; ok && t.write && !held && !pending {
+		t.saw(id, h.version)
+		return h.s, true, t.err
+	}
 	err := t.exchange(func(b *pgx.Batch) {
 		b.Queue(t.q.session, id).Query(func(rows pgx.Rows) error {
 			for rows.Next() {
@@ -568,20 +587,26 @@ func (t *tx) Session(id string) (store.Session, bool, error) {
 	if err != nil {
 		return s, false, err
 	}
-	_, held := t.locks.held[lockID(t.s.schema, classSession, id)]
+	_, held = t.locks.held[lid]
 	switch {
 	case !t.write:
 	case held:
 		t.rememberSession(s, id, found)
 	default:
-		if t.seen == nil {
-			t.seen = make(map[string]string)
-		}
-		if _, ok := t.seen[id]; !ok {
-			t.seen[id] = version
-		}
+		t.saw(id, version)
 	}
 	return s, found, nil
+}
+
+// saw notes the version of a session record read without its lock, unless
+// an earlier read noted one.
+func (t *tx) saw(id, version string) {
+	if t.seen == nil {
+		t.seen = make(map[string]string)
+	}
+	if _, ok := t.seen[id]; !ok {
+		t.seen[id] = version
+	}
 }
 
 // IdleSessions finds candidates, then locks them and reads them again,

@@ -60,6 +60,24 @@ type options struct {
 	// logStore puts the Manager on the embedded log store, whose commits
 	// many requests share, instead of memstore.
 	logStore bool
+	// stall holds every write transaction of the store until it is closed
+	// or the transaction's context ends.
+	stall chan struct{}
+}
+
+// stalledStore holds its write transactions until stall is closed.
+type stalledStore struct {
+	store.Store
+	stall chan struct{}
+}
+
+func (s stalledStore) Update(ctx context.Context, fn func(store.Tx) error) error {
+	select {
+	case <-s.stall:
+		return s.Store.Update(ctx, fn)
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 // harness is a real server over a real Manager and memstore (or logstore).
@@ -101,6 +119,9 @@ func newHarness(t testing.TB, opts options) *harness {
 		st = ls
 	} else {
 		st = memstore.New(memstore.Config{Now: clk.Now})
+	}
+	if opts.stall != nil {
+		st = stalledStore{st, opts.stall}
 	}
 	mgr, err := holdfast.New(st, holdfast.Config{
 		Types: opts.types, SweepInterval: -1, Observer: metrics, Logger: log,

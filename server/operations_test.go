@@ -1,11 +1,14 @@
 package server_test
 
 import (
+	"context"
 	"encoding/json"
+	"net/http"
 	"os"
 	"sort"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/holdfast/holdfast/adminui"
 )
@@ -201,4 +204,56 @@ func TestRequestLogs(t *testing.T) {
 			t.Errorf("logs contain %q", secret)
 		}
 	}
+}
+
+// A request whose client went away before its answer is no outage: the
+// logs and metrics count it as 499 (client closed request), not as a 503
+// that would page an operator for a healthy store.
+func TestClientGoneIsNotAnOutage(t *testing.T) {
+	t.Parallel()
+	stall := make(chan struct{})
+	h := newHarness(t, options{stall: stall})
+	defer close(stall)
+
+	ctx, cancel := context.WithTimeout(t.Context(), 100*time.Millisecond)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, "POST", h.url+"/v1/locks/acquire", strings.NewReader(`{"keys":["policy/1"],"owner":{"session":"s1","user":"u1"}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+clientToken)
+	req.Header.Set("Content-Type", "application/json")
+	if res, err := http.DefaultClient.Do(req); err == nil {
+		res.Body.Close()
+		t.Fatalf("acquire over a stalled store answered %d; want the client to give up", res.StatusCode)
+	}
+
+	want := `holdfast_http_requests_total{code="499",method="POST",route="/v1/locks/acquire"} 1`
+	var text string
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		text = string(h.call("GET", "/metrics", readerToken, nil).raw)
+		if strings.Contains(text, want) {
+			break
+		}
+	}
+	if !strings.Contains(text, want) {
+		t.Fatalf("metrics lack %s:\n%s", want, grepLines(text, "holdfast_http_requests_total"))
+	}
+	if strings.Contains(text, `code="503"`) {
+		t.Errorf("a request whose client went away was counted as 503:\n%s", grepLines(text, "holdfast_http_requests_total"))
+	}
+	if !strings.Contains(h.logs.String(), `"status":499`) {
+		t.Errorf("no request log with status 499:\n%s", h.logs.String())
+	}
+}
+
+// grepLines returns the lines of text that contain s.
+func grepLines(text, s string) string {
+	var out []string
+	for _, line := range strings.Split(text, "\n") {
+		if strings.Contains(line, s) {
+			out = append(out, line)
+		}
+	}
+	return strings.Join(out, "\n")
 }

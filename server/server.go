@@ -274,11 +274,23 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, rt *route) {
 		if status, _ := classify(err); status == http.StatusInternalServerError {
 			s.log.ErrorContext(r.Context(), "request failed", slog.String("route", rt.path), slog.Any("error", err))
 		}
+		if r.Context().Err() != nil {
+			// The client went away first, and the error is most likely
+			// its cancellation: nobody reads an answer, and a 503 in the
+			// logs and metrics would blame a healthy store.
+			w.WriteHeader(statusClientClosed)
+			return
+		}
 		writeError(w, err)
 		return
 	}
 	writeJSON(w, http.StatusOK, res)
 }
+
+// statusClientClosed is what the logs and metrics count for a request
+// whose client went away before its answer: 499, nginx's "client closed
+// request". It never reaches a client.
+const statusClientClosed = 499
 
 // HTTPServer returns an http.Server for s with its timeouts and limits.
 // Its Shutdown also ends the event streams, which would otherwise never

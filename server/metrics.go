@@ -1,6 +1,8 @@
 package server
 
 import (
+	"context"
+	"errors"
 	"net/http"
 	"strconv"
 	"sync"
@@ -123,7 +125,10 @@ func (m *Metrics) ObserveCommit(ops int, d time.Duration) {
 // Observe implements holdfast.Observer.
 func (m *Metrics) Observe(op string, d time.Duration, err error) {
 	outcome := "ok"
-	if err != nil {
+	switch {
+	case errors.Is(err, context.Canceled):
+		outcome = "canceled" // its caller gave up: no fault of the store's
+	case err != nil:
 		_, outcome = classify(err)
 	}
 	s := m.opSeries.get(opLabels{op, outcome}, func() opMetrics {

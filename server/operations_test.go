@@ -242,6 +242,9 @@ func TestClientGoneIsNotAnOutage(t *testing.T) {
 	if strings.Contains(text, `code="503"`) {
 		t.Errorf("a request whose client went away was counted as 503:\n%s", grepLines(text, "holdfast_http_requests_total"))
 	}
+	if ops := grepLines(text, "holdfast_operations_total{"); ops != `holdfast_operations_total{op="acquire",outcome="canceled"} 1` {
+		t.Errorf("operations: want one acquire canceled, got\n%s", ops)
+	}
 	if !strings.Contains(h.logs.String(), `"status":499`) {
 		t.Errorf("no request log with status 499:\n%s", h.logs.String())
 	}

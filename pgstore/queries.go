@@ -117,7 +117,7 @@ func newQueries(schema string) queries {
 					LATERAL (SELECT ` + lockCols + ` FROM ` + s + `.locks WHERE key >= r.low AND key < r.high) l
 				UNION ALL
 				SELECT ` + lockCols + ` FROM ` + s + `.locks WHERE session = ANY($4::text[])
-			) l LEFT JOIN ` + s + `.sessions h ON h.id = l.session AND h.id <> ALL($4::text[])`,
+			) l LEFT JOIN ` + s + `.sessions h ON h.id = l.session AND h.id <> ALL(coalesce($4::text[], '{}'))`,
 		sessionLocks: `SELECT ` + lockCols + ` FROM ` + s + `.locks WHERE session = $1 ORDER BY key`,
 		locksByRef: `SELECT ` + lockCols + ` FROM ` + s + `.locks
 			WHERE (key, session) IN (SELECT * FROM unnest($1::text[], $2::text[])) AND expires_at <= $3

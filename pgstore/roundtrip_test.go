@@ -7,12 +7,14 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/holdfast/holdfast"
 	"github.com/holdfast/holdfast/internal/pgtest"
+	"github.com/holdfast/holdfast/store"
 )
 
 // roundTrips counts what a pool sends: each batch and each lone query is
@@ -192,6 +194,53 @@ func TestRoundTrips(t *testing.T) {
 		}
 		if got := counter.relaxed.Load(); got != c.relaxed {
 			t.Errorf("%s committed with synchronous_commit off: %v, want %v (only a heartbeat that changes nothing but activity may)", c.name, got, c.relaxed)
+		}
+	}
+}
+
+// Prepare reads the records of the sessions holding the lock rows it
+// reads, so that the operations, which read the record of each holder
+// they meet, make no round trip for them; with or without sessions of
+// its own named.
+func TestPrepareReadsHolders(t *testing.T) {
+	t.Parallel()
+	schema := newSchema(t, testPool(t))
+	counter, pool := countedPool(t)
+	st := open(t, pool, schema, nil)
+	ctx := t.Context()
+	now := time.Now().UTC().Truncate(time.Millisecond)
+	holder := store.Session{ID: "s-holder", User: "u-holder", Name: "Holder", LastSeen: now, IdleTimeout: time.Minute}
+	if err := st.Update(ctx, func(tx store.Tx) error {
+		token, err := tx.NextToken()
+		if err != nil {
+			return err
+		}
+		if err := tx.PutLock(store.Lock{Key: "order/1", Session: holder.ID, Token: token, AcquiredAt: now, ExpiresAt: now.Add(time.Hour)}); err != nil {
+			return err
+		}
+		return tx.PutSession(holder)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	for _, sessions := range [][]string{nil, {"s-other"}} {
+		if err := st.Update(ctx, func(tx store.Tx) error {
+			if err := tx.(store.Preparer).Prepare([]string{"order/1"}, sessions, nil); err != nil {
+				return err
+			}
+			before := counter.n.Load()
+			s, found, err := tx.Session(holder.ID)
+			if err != nil {
+				return err
+			}
+			if n := counter.n.Load() - before; n != 0 {
+				t.Errorf("Prepare naming sessions %q: reading the holder's record took %d round trips, want none", sessions, n)
+			}
+			if !found || s.User != holder.User || s.Name != holder.Name || !s.LastSeen.Equal(holder.LastSeen) || s.IdleTimeout != holder.IdleTimeout {
+				t.Errorf("Prepare naming sessions %q: holder read as %+v (found %v), want %+v", sessions, s, found, holder)
+			}
+			return nil
+		}); err != nil {
+			t.Fatal(err)
 		}
 	}
 }

@@ -16,70 +16,18 @@ import (
 // read, and run the transaction again when it is not.
 func TestDeleteOnAStaleSessionRunsAgain(t *testing.T) {
 	t.Parallel()
-	pool := testPool(t)
-	schema := newSchema(t, pool)
-	a, b := open(t, pool, schema, nil), open(t, pool, schema, nil)
-	ctx := context.Background()
 	now := time.Now().UTC().Truncate(time.Millisecond)
-	ended := store.Session{ID: "s", LastSeen: now, EndedAt: now, EndReason: "session_ended"}
-	if err := a.Update(ctx, func(tx store.Tx) error { return tx.PutSession(ended) }); err != nil {
-		t.Fatal(err)
-	}
-
-	readEnded, granted := make(chan struct{}), make(chan struct{})
-	done := make(chan error, 1)
-	runs := 0
-	go func() {
-		done <- a.Update(ctx, func(tx store.Tx) error {
-			runs++
-			s, _, err := tx.Session("s")
-			if err != nil {
+	deleteOnStaleRead(t, now,
+		func(tx store.Tx) error {
+			return tx.PutSession(store.Session{ID: "s", LastSeen: now, EndedAt: now, EndReason: "session_ended"})
+		},
+		nil,
+		func(tx store.Tx) error {
+			if err := tx.PutSession(store.Session{ID: "s", LastSeen: now}); err != nil {
 				return err
 			}
-			if runs == 1 {
-				close(readEnded)
-				<-granted
-			}
-			l, held, err := tx.Lock("k", "s")
-			if err != nil || !held || !s.Ended() {
-				return err
-			}
-			return tx.DeleteLock(l.Key, l.Session) // a lock of an ended session
+			return putLock(tx, now)
 		})
-	}()
-
-	<-readEnded
-	err := b.Update(ctx, func(tx store.Tx) error {
-		if err := tx.PutSession(store.Session{ID: "s", LastSeen: now}); err != nil {
-			return err
-		}
-		token, err := tx.NextToken()
-		if err != nil {
-			return err
-		}
-		return tx.PutLock(store.Lock{Key: "k", Session: "s", Token: token, AcquiredAt: now, ExpiresAt: now.Add(time.Hour)})
-	})
-	close(granted)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := <-done; err != nil {
-		t.Fatal(err)
-	}
-
-	var held bool
-	if err := b.View(ctx, func(tx store.ReadTx) (err error) {
-		_, held, err = tx.Lock("k", "s")
-		return err
-	}); err != nil {
-		t.Fatal(err)
-	}
-	if !held {
-		t.Fatalf("the lock granted to the restarted session was deleted on a stale read of the session (the transaction ran %d times)", runs)
-	}
-	if runs < 2 {
-		t.Errorf("the transaction that read the session before it changed ran %d time(s); it must run again", runs)
-	}
 }
 
 // TestDeleteOnAStaleHolderRunsAgain is the same interleaving where Prepare
@@ -87,40 +35,60 @@ func TestDeleteOnAStaleSessionRunsAgain(t *testing.T) {
 // deletion on that read must check the record too.
 func TestDeleteOnAStaleHolderRunsAgain(t *testing.T) {
 	t.Parallel()
+	now := time.Now().UTC().Truncate(time.Millisecond)
+	deleteOnStaleRead(t, now,
+		func(tx store.Tx) error {
+			if err := putLock(tx, now); err != nil {
+				return err
+			}
+			return tx.PutSession(store.Session{ID: "s", LastSeen: now, EndedAt: now, EndReason: "session_ended"})
+		},
+		func(tx store.Tx) error { return tx.(store.Preparer).Prepare([]string{"k"}, []string{"t"}, nil) },
+		func(tx store.Tx) error { return tx.PutSession(store.Session{ID: "s", LastSeen: now}) })
+}
+
+// putLock grants session s the lock on k.
+func putLock(tx store.Tx, now time.Time) error {
+	token, err := tx.NextToken()
+	if err != nil {
+		return err
+	}
+	return tx.PutLock(store.Lock{Key: "k", Session: "s", Token: token, AcquiredAt: now, ExpiresAt: now.Add(time.Hour)})
+}
+
+// deleteOnStaleRead sets a schema up, then runs on one store a transaction
+// that (after prepare, if not nil) reads session s and deletes its lock on
+// k if s read as ended. After its first read, restart runs on another
+// store, starting s again. The lock must be held when both are done, and
+// the first transaction must have run again.
+func deleteOnStaleRead(t *testing.T, now time.Time, setup, prepare, restart func(store.Tx) error) {
+	t.Helper()
 	pool := testPool(t)
 	schema := newSchema(t, pool)
 	a, b := open(t, pool, schema, nil), open(t, pool, schema, nil)
 	ctx := context.Background()
-	now := time.Now().UTC().Truncate(time.Millisecond)
-	if err := a.Update(ctx, func(tx store.Tx) error {
-		token, err := tx.NextToken()
-		if err != nil {
-			return err
-		}
-		if err := tx.PutLock(store.Lock{Key: "k", Session: "s", Token: token, AcquiredAt: now, ExpiresAt: now.Add(time.Hour)}); err != nil {
-			return err
-		}
-		return tx.PutSession(store.Session{ID: "s", LastSeen: now, EndedAt: now, EndReason: "session_ended"})
-	}); err != nil {
+	if err := a.Update(ctx, setup); err != nil {
 		t.Fatal(err)
 	}
 
-	prepared, restarted := make(chan struct{}), make(chan struct{})
+	read, restarted := make(chan struct{}), make(chan struct{})
 	done := make(chan error, 1)
 	runs := 0
 	go func() {
 		done <- a.Update(ctx, func(tx store.Tx) error {
 			runs++
-			if err := tx.(store.Preparer).Prepare([]string{"k"}, []string{"t"}, nil); err != nil {
-				return err
-			}
-			if runs == 1 {
-				close(prepared)
-				<-restarted
+			if prepare != nil {
+				if err := prepare(tx); err != nil {
+					return err
+				}
 			}
 			s, _, err := tx.Session("s")
 			if err != nil {
 				return err
+			}
+			if runs == 1 {
+				close(read)
+				<-restarted
 			}
 			l, held, err := tx.Lock("k", "s")
 			if err != nil || !held || !s.Ended() {
@@ -130,8 +98,8 @@ func TestDeleteOnAStaleHolderRunsAgain(t *testing.T) {
 		})
 	}()
 
-	<-prepared
-	err := b.Update(ctx, func(tx store.Tx) error { return tx.PutSession(store.Session{ID: "s", LastSeen: now}) })
+	<-read
+	err := b.Update(ctx, restart)
 	close(restarted)
 	if err != nil {
 		t.Fatal(err)

@@ -61,17 +61,23 @@ type options struct {
 	// many requests share, instead of memstore.
 	logStore bool
 	// stall holds every write transaction of the store until it is closed
-	// or the transaction's context ends.
-	stall chan struct{}
+	// or the transaction's context ends; failWrites fails them all.
+	stall      chan struct{}
+	failWrites error
 }
 
-// stalledStore holds its write transactions until stall is closed.
-type stalledStore struct {
+// faultyStore holds its write transactions until stall is closed, or
+// fails them with fail.
+type faultyStore struct {
 	store.Store
 	stall chan struct{}
+	fail  error
 }
 
-func (s stalledStore) Update(ctx context.Context, fn func(store.Tx) error) error {
+func (s faultyStore) Update(ctx context.Context, fn func(store.Tx) error) error {
+	if s.fail != nil {
+		return s.fail
+	}
 	select {
 	case <-s.stall:
 		return s.Store.Update(ctx, fn)
@@ -120,8 +126,8 @@ func newHarness(t testing.TB, opts options) *harness {
 	} else {
 		st = memstore.New(memstore.Config{Now: clk.Now})
 	}
-	if opts.stall != nil {
-		st = stalledStore{st, opts.stall}
+	if opts.stall != nil || opts.failWrites != nil {
+		st = faultyStore{st, opts.stall, opts.failWrites}
 	}
 	mgr, err := holdfast.New(st, holdfast.Config{
 		Types: opts.types, SweepInterval: -1, Observer: metrics, Logger: log,

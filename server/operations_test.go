@@ -3,6 +3,7 @@ package server_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"os"
 	"sort"
@@ -10,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/holdfast/holdfast"
 	"github.com/holdfast/holdfast/adminui"
 )
 
@@ -206,9 +208,9 @@ func TestRequestLogs(t *testing.T) {
 	}
 }
 
-// A request whose client went away before its answer is no outage: the
-// logs and metrics count it as 499 (client closed request), not as a 503
-// that would page an operator for a healthy store.
+// A request that failed because its client went away first is no outage:
+// the logs and metrics count it as 499 (client closed request), not as a
+// 503 that would page an operator for a healthy store.
 func TestClientGoneIsNotAnOutage(t *testing.T) {
 	t.Parallel()
 	stall := make(chan struct{})
@@ -247,6 +249,17 @@ func TestClientGoneIsNotAnOutage(t *testing.T) {
 	}
 	if !strings.Contains(h.logs.String(), `"status":499`) {
 		t.Errorf("no request log with status 499:\n%s", h.logs.String())
+	}
+
+	// A store that fails while the client waits is an outage all the same.
+	down := newHarness(t, options{failWrites: fmt.Errorf("disk on fire: %w", holdfast.ErrUnavailable)})
+	down.post("/v1/locks/acquire", acquireBody("s1", "policy/1"), 503)
+	text = string(down.call("GET", "/metrics", readerToken, nil).raw)
+	if want := `holdfast_http_requests_total{code="503",method="POST",route="/v1/locks/acquire"} 1`; !strings.Contains(text, want) {
+		t.Errorf("metrics lack %s:\n%s", want, grepLines(text, "holdfast_http_requests_total"))
+	}
+	if want := `holdfast_operations_total{op="acquire",outcome="unavailable"} 1`; !strings.Contains(text, want) {
+		t.Errorf("metrics lack %s:\n%s", want, grepLines(text, "holdfast_operations_total"))
 	}
 }
 

@@ -5,6 +5,7 @@
 package server
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -220,23 +221,28 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		name = rt.path
 		err = s.auth.authorize(r, rt.role)
 	}
+	gone := false
 	if err != nil {
 		writeError(rec, err)
 	} else {
-		s.serve(rec, r, rt)
+		gone = s.serve(rec, r, rt)
 	}
 
 	d := time.Since(start)
-	s.metrics.observeRequest(name, r.Method, rec.status, d)
+	status := rec.status
+	if gone {
+		status = statusClientClosed
+	}
+	s.metrics.observeRequest(name, r.Method, status, d)
 	level := slog.LevelInfo
-	if rt != nil && rt.quiet && rec.status < 400 {
+	if rt != nil && rt.quiet && status < 400 {
 		level = slog.LevelDebug
 	}
 	s.log.LogAttrs(r.Context(), level, "request",
 		slog.String("method", r.Method),
 		slog.String("route", name),
 		slog.String("path", r.URL.Path),
-		slog.Int("status", rec.status),
+		slog.Int("status", status),
 		slog.Duration("duration", d),
 		slog.String("remote", r.RemoteAddr),
 	)
@@ -255,13 +261,18 @@ func (s *Server) match(r *http.Request) (*route, error) {
 	return nil, methodNotAllowed(methods)
 }
 
-func (s *Server) serve(w http.ResponseWriter, r *http.Request, rt *route) {
+// serve answers r on rt. It reports whether the request failed only
+// because its client went away first: the answer is written all the same
+// (a client that closed only its sending side still reads it), but the
+// logs and metrics count it as statusClientClosed, not as the 503 of an
+// unavailable store.
+func (s *Server) serve(w http.ResponseWriter, r *http.Request, rt *route) (clientGone bool) {
 	var res any
 	var err error
 	switch {
 	case rt.raw != nil:
 		rt.raw(w, r)
-		return
+		return false
 	case rt.query != nil:
 		res, err = rt.query(r.Context(), r.URL.Query())
 	default:
@@ -274,22 +285,16 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, rt *route) {
 		if status, _ := classify(err); status == http.StatusInternalServerError {
 			s.log.ErrorContext(r.Context(), "request failed", slog.String("route", rt.path), slog.Any("error", err))
 		}
-		if r.Context().Err() != nil {
-			// The client went away first, and the error is most likely
-			// its cancellation: nobody reads an answer, and a 503 in the
-			// logs and metrics would blame a healthy store.
-			w.WriteHeader(statusClientClosed)
-			return
-		}
 		writeError(w, err)
-		return
+		return errors.Is(err, context.Canceled) && r.Context().Err() != nil
 	}
 	writeJSON(w, http.StatusOK, res)
+	return false
 }
 
 // statusClientClosed is what the logs and metrics count for a request
-// whose client went away before its answer: 499, nginx's "client closed
-// request". It never reaches a client.
+// that failed because its client went away first: 499, nginx's "client
+// closed request". No client is sent it.
 const statusClientClosed = 499
 
 // HTTPServer returns an http.Server for s with its timeouts and limits.

@@ -110,14 +110,18 @@ func newQueries(schema string) queries {
 		// record and its row version (NULL if there is none), read
 		// without its lock: the operations read the record of every
 		// holder they meet, and would otherwise pay a round trip each.
-		locksAhead: `SELECT l.*, h.xmin::text, ` + qualified("h", sessionCols) + ` FROM (
+		// The record is looked up by id for each row (LIMIT 1 keeps the
+		// planner from making the lookup a join, which a plan made on a
+		// small table did by reading all of sessions_pkey).
+		locksAhead: `SELECT l.*, h.* FROM (
 				SELECT ` + lockCols + ` FROM ` + s + `.locks WHERE key = ANY($1::text[])
 				UNION ALL
 				SELECT ` + lockCols + ` FROM unnest($2::text[], $3::text[]) AS r (low, high),
 					LATERAL (SELECT ` + lockCols + ` FROM ` + s + `.locks WHERE key >= r.low AND key < r.high) l
 				UNION ALL
 				SELECT ` + lockCols + ` FROM ` + s + `.locks WHERE session = ANY($4::text[])
-			) l LEFT JOIN ` + s + `.sessions h ON h.id = l.session AND h.id <> ALL(coalesce($4::text[], '{}'))`,
+			) l LEFT JOIN LATERAL (SELECT xmin::text, ` + sessionCols + ` FROM ` + s + `.sessions
+				WHERE id = l.session AND id <> ALL(coalesce($4::text[], '{}')) LIMIT 1) h ON true`,
 		sessionLocks: `SELECT ` + lockCols + ` FROM ` + s + `.locks WHERE session = $1 ORDER BY key`,
 		locksByRef: `SELECT ` + lockCols + ` FROM ` + s + `.locks
 			WHERE (key, session) IN (SELECT * FROM unnest($1::text[], $2::text[])) AND expires_at <= $3
@@ -150,11 +154,6 @@ func newQueries(schema string) queries {
 
 // readMark starts the statements of read transactions (see forReads).
 const readMark = "/* read */ "
-
-// qualified prefixes each of the comma-separated columns cols with alias.
-func qualified(alias, cols string) string {
-	return alias + "." + strings.ReplaceAll(cols, ", ", ", "+alias+".")
-}
 
 // forReads returns q with each statement marked as a read's. PostgreSQL
 // keeps one plan per statement text and connection, and a read plans with

@@ -58,9 +58,9 @@ func putLock(tx store.Tx, now time.Time) error {
 
 // deleteOnStaleRead sets a schema up, then runs on one store a transaction
 // that (after prepare, if not nil) reads session s and deletes its lock on
-// k if s read as ended. After its first read, restart runs on another
-// store, starting s again. The lock must be held when both are done, and
-// the first transaction must have run again.
+// k if s read as ended. After its first Prepare, or else its first read of
+// s, restart runs on another store, starting s again. The lock must be
+// held when both are done, and the first transaction must have run again.
 func deleteOnStaleRead(t *testing.T, now time.Time, setup, prepare, restart func(store.Tx) error) {
 	t.Helper()
 	pool := testPool(t)
@@ -77,18 +77,24 @@ func deleteOnStaleRead(t *testing.T, now time.Time, setup, prepare, restart func
 	go func() {
 		done <- a.Update(ctx, func(tx store.Tx) error {
 			runs++
+			pause := func() {
+				if runs == 1 {
+					close(read)
+					<-restarted
+				}
+			}
 			if prepare != nil {
 				if err := prepare(tx); err != nil {
 					return err
 				}
+				pause()
 			}
 			s, _, err := tx.Session("s")
 			if err != nil {
 				return err
 			}
-			if runs == 1 {
-				close(read)
-				<-restarted
+			if prepare == nil {
+				pause()
 			}
 			l, held, err := tx.Lock("k", "s")
 			if err != nil || !held || !s.Ended() {
@@ -120,5 +126,47 @@ func deleteOnStaleRead(t *testing.T, now time.Time, setup, prepare, restart func
 	}
 	if runs < 2 {
 		t.Errorf("the transaction that read the session before it changed ran %d time(s); it must run again", runs)
+	}
+}
+
+// A holder's record that Prepare read is not what the transaction reads
+// once it holds the holder's session lock: that read sees the record as
+// it stands, which others can no longer change.
+func TestHolderLockedAfterPrepareIsReadUnderItsLock(t *testing.T) {
+	t.Parallel()
+	pool := testPool(t)
+	schema := newSchema(t, pool)
+	a, b := open(t, pool, schema, nil), open(t, pool, schema, nil)
+	ctx := context.Background()
+	now := time.Now().UTC().Truncate(time.Millisecond)
+	if err := a.Update(ctx, func(tx store.Tx) error {
+		if err := putLock(tx, now); err != nil {
+			return err
+		}
+		return tx.PutSession(store.Session{ID: "s", LastSeen: now, EndedAt: now, EndReason: "session_ended"})
+	}); err != nil {
+		t.Fatal(err)
+	}
+	restarted := store.Session{ID: "s", Name: "restarted", LastSeen: now}
+	if err := a.Update(ctx, func(tx store.Tx) error {
+		if err := tx.(store.Preparer).Prepare([]string{"k"}, []string{"t"}, nil); err != nil {
+			return err
+		}
+		if err := b.Update(ctx, func(tx store.Tx) error { return tx.PutSession(restarted) }); err != nil {
+			return err
+		}
+		if _, err := tx.SessionLocks("s"); err != nil { // takes the session's lock
+			return err
+		}
+		s, _, err := tx.Session("s")
+		if err != nil {
+			return err
+		}
+		if s.Ended() || s.Name != restarted.Name {
+			t.Errorf("read under its lock, the session is %+v; want it as restarted after Prepare, %+v", s, restarted)
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
 	}
 }

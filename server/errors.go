@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"errors"
 	"math"
 	"net/http"
@@ -39,6 +40,11 @@ func classify(err error) (status int, code string) {
 	}
 	return http.StatusInternalServerError, codeInternal
 }
+
+// callerGone reports whether err is the cancellation of its caller's
+// context: the caller gave up, which is no fault of the store's, though
+// the operation comes back as unavailable.
+func callerGone(err error) bool { return errors.Is(err, context.Canceled) }
 
 // apiError is the "error" object of every error body.
 type apiError struct {

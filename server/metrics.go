@@ -1,8 +1,6 @@
 package server
 
 import (
-	"context"
-	"errors"
 	"net/http"
 	"strconv"
 	"sync"
@@ -126,8 +124,8 @@ func (m *Metrics) ObserveCommit(ops int, d time.Duration) {
 func (m *Metrics) Observe(op string, d time.Duration, err error) {
 	outcome := "ok"
 	switch {
-	case errors.Is(err, context.Canceled):
-		outcome = "canceled" // its caller gave up: no fault of the store's
+	case callerGone(err):
+		outcome = "canceled"
 	case err != nil:
 		_, outcome = classify(err)
 	}

@@ -5,7 +5,6 @@
 package server
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -286,7 +285,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, rt *route) (clien
 			s.log.ErrorContext(r.Context(), "request failed", slog.String("route", rt.path), slog.Any("error", err))
 		}
 		writeError(w, err)
-		return errors.Is(err, context.Canceled) && r.Context().Err() != nil
+		return callerGone(err) && r.Context().Err() != nil
 	}
 	writeJSON(w, http.StatusOK, res)
 	return false

@@ -274,16 +274,10 @@ func scanLocksAndHolders(rows pgx.Rows) ([]store.Lock, map[string]versionedSessi
 		idle                            *int64
 	)
 	for rows.Next() {
-		var (
-			l     store.Lock
-			token int64
-		)
-		if err := rows.Scan(&l.Key, &l.Session, &l.User, &l.Name, &l.Shared, &token, &l.AcquiredAt, &l.ExpiresAt, &l.Note,
-			&version, &id, &user, &name, &lastSeen, &idle, &ended, &reason); err != nil {
+		l, err := scanLock(rows, &version, &id, &user, &name, &lastSeen, &idle, &ended, &reason)
+		if err != nil {
 			return nil, nil, err
 		}
-		l.Token = uint64(token)
-		l.AcquiredAt, l.ExpiresAt = l.AcquiredAt.UTC(), l.ExpiresAt.UTC()
 		out = append(out, l)
 		if id == nil {
 			// One of the transaction's own sessions, which it reads

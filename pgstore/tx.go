@@ -1043,12 +1043,14 @@ func (t *tx) PruneAudit(before time.Time, limit int) (int, error) {
 	return int(n), err
 }
 
-func scanLock(rows pgx.Rows) (store.Lock, error) {
+// scanLock reads a row of lockCols, then of the columns that more are
+// the destinations of.
+func scanLock(rows pgx.Rows, more ...any) (store.Lock, error) {
 	var (
 		l     store.Lock
 		token int64
 	)
-	err := rows.Scan(&l.Key, &l.Session, &l.User, &l.Name, &l.Shared, &token, &l.AcquiredAt, &l.ExpiresAt, &l.Note)
+	err := rows.Scan(append([]any{&l.Key, &l.Session, &l.User, &l.Name, &l.Shared, &token, &l.AcquiredAt, &l.ExpiresAt, &l.Note}, more...)...)
 	l.Token = uint64(token)
 	l.AcquiredAt, l.ExpiresAt = l.AcquiredAt.UTC(), l.ExpiresAt.UTC()
 	return l, err

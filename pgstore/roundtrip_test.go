@@ -211,11 +211,7 @@ func TestPrepareReadsHolders(t *testing.T) {
 	now := time.Now().UTC().Truncate(time.Millisecond)
 	holder := store.Session{ID: "s-holder", User: "u-holder", Name: "Holder", LastSeen: now, IdleTimeout: time.Minute}
 	if err := st.Update(ctx, func(tx store.Tx) error {
-		token, err := tx.NextToken()
-		if err != nil {
-			return err
-		}
-		if err := tx.PutLock(store.Lock{Key: "order/1", Session: holder.ID, Token: token, AcquiredAt: now, ExpiresAt: now.Add(time.Hour)}); err != nil {
+		if err := grant(tx, "order/1", holder.ID, now); err != nil {
 			return err
 		}
 		return tx.PutSession(holder)

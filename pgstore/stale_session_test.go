@@ -48,12 +48,15 @@ func TestDeleteOnAStaleHolderRunsAgain(t *testing.T) {
 }
 
 // putLock grants session s the lock on k.
-func putLock(tx store.Tx, now time.Time) error {
+func putLock(tx store.Tx, now time.Time) error { return grant(tx, "k", "s", now) }
+
+// grant grants session the lock on key for an hour from now.
+func grant(tx store.Tx, key, session string, now time.Time) error {
 	token, err := tx.NextToken()
 	if err != nil {
 		return err
 	}
-	return tx.PutLock(store.Lock{Key: "k", Session: "s", Token: token, AcquiredAt: now, ExpiresAt: now.Add(time.Hour)})
+	return tx.PutLock(store.Lock{Key: key, Session: session, Token: token, AcquiredAt: now, ExpiresAt: now.Add(time.Hour)})
 }
 
 // deleteOnStaleRead sets a schema up, then runs on one store a transaction

@@ -1,5 +1,22 @@
 package pgstore
 
+import (
+	"context"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// MigrateTo applies the embedded migrations up to version, as a build of
+// that schema version would have.
+func MigrateTo(ctx context.Context, pool *pgxpool.Pool, schema string, version int) error {
+	for _, m := range migrations[:version] {
+		if err := apply(ctx, pool, schema, m); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // LockKeyID is the advisory lock id pgstore's writers take for a key, for
 // tests that compare it with the SQL lock_id.
 func LockKeyID(schema, key string) int64 { return lockID(schema, classKey, key) }

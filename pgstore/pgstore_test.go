@@ -72,9 +72,15 @@ var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
 // t ends.
 func newSchema(t testing.TB, pool *pgxpool.Pool) string {
 	t.Helper()
+	return newSchemaAt(t, pool, pgstore.SchemaVersion)
+}
+
+// newSchemaAt makes a schema as an older build's migrations left it.
+func newSchemaAt(t testing.TB, pool *pgxpool.Pool, version int) string {
+	t.Helper()
 	schema := randomSchema()
-	if err := pgstore.Migrate(t.Context(), pool, schema); err != nil {
-		t.Fatalf("Migrate: %v", err)
+	if err := pgstore.MigrateTo(t.Context(), pool, schema, version); err != nil {
+		t.Fatalf("Migrate to version %d: %v", version, err)
 	}
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)

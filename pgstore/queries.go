@@ -14,6 +14,7 @@ type queries struct {
 
 	session, checkSession                     string
 	sessionsByID, idleSessions, endedSessions string
+	catchUpIdle                               string
 
 	startRead string
 
@@ -132,8 +133,9 @@ func newQueries(schema string) queries {
 		session:      `SELECT xmin::text, ` + sessionCols + ` FROM ` + s + `.sessions WHERE id = $1`,
 		checkSession: `SELECT ` + s + `.check_session($1, $2)`,
 		sessionsByID: `SELECT ` + sessionCols + ` FROM ` + s + `.sessions WHERE id = ANY($1::text[])`,
-		idleSessions: `SELECT ` + sessionCols + ` FROM ` + s + `.sessions WHERE idle_deadline <= $1
-			ORDER BY idle_deadline, id LIMIT $2`,
+		idleSessions: `SELECT ` + sessionCols + ` FROM ` + s + `.sessions WHERE idle_after <= $1 AND id <> ALL(coalesce($3::text[], '{}'))
+			ORDER BY idle_after, id LIMIT $2`,
+		catchUpIdle: `UPDATE ` + s + `.sessions SET idle_after = idle_deadline WHERE id = ANY($1::text[])`,
 		endedSessions: `SELECT ` + sessionCols + ` FROM ` + s + `.sessions WHERE ended_at < $1
 			ORDER BY ended_at, id LIMIT $2`,
 
@@ -165,7 +167,7 @@ func (q queries) forReads() queries {
 	for _, stmt := range []*string{
 		&q.takeLocks, &q.takeLocksInOrder, &q.draw, &q.startDraw,
 		&q.lock, &q.related, &q.locksAhead, &q.sessionLocks, &q.locksByRef, &q.expiredLocks,
-		&q.session, &q.checkSession, &q.sessionsByID, &q.idleSessions, &q.endedSessions,
+		&q.session, &q.checkSession, &q.sessionsByID, &q.idleSessions, &q.endedSessions, &q.catchUpIdle,
 		&q.startRead, &q.aggregates, &q.aggregatesOf, &q.allAggregates, &q.putAggregate, &q.deleteAggregate,
 		&q.lost, &q.sessionsLost, &q.lostBefore, &q.pruneAudit,
 	} {

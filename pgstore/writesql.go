@@ -37,11 +37,15 @@ func writeParts(s string) [numParts]string {
 			shared = EXCLUDED.shared, token = EXCLUDED.token, acquired_at = EXCLUDED.acquired_at,
 			expires_at = EXCLUDED.expires_at, note = EXCLUDED.note`,
 		partDeleteSessions: `DELETE FROM ` + s + `.sessions WHERE id = ANY($1::text[])`,
-		partPutSessions: `INSERT INTO ` + s + `.sessions (` + sessionCols + `, idle_deadline)
-			SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::timestamptz[], $5::bigint[], $6::timestamptz[], $7::text[], $8::timestamptz[])
+		// idle_after stays put while the deadline only moves later, so
+		// that a touch changes no indexed column (migration 0003).
+		partPutSessions: `INSERT INTO ` + s + `.sessions (` + sessionCols + `, idle_deadline, idle_after)
+			SELECT u.*, u.idle_deadline FROM unnest($1::text[], $2::text[], $3::text[], $4::timestamptz[], $5::bigint[], $6::timestamptz[], $7::text[], $8::timestamptz[])
+				AS u (` + sessionCols + `, idle_deadline)
 			ON CONFLICT (id) DO UPDATE SET user_id = EXCLUDED.user_id, name = EXCLUDED.name,
 			last_seen = EXCLUDED.last_seen, idle_timeout_ns = EXCLUDED.idle_timeout_ns, ended_at = EXCLUDED.ended_at,
-			end_reason = EXCLUDED.end_reason, idle_deadline = EXCLUDED.idle_deadline`,
+			end_reason = EXCLUDED.end_reason, idle_deadline = EXCLUDED.idle_deadline,
+			idle_after = CASE WHEN EXCLUDED.idle_deadline >= sessions.idle_after THEN sessions.idle_after ELSE EXCLUDED.idle_deadline END`,
 		partDeleteLosts: `DELETE FROM ` + s + `.lost WHERE (session, key, token) IN (SELECT * FROM unnest($1::text[], $2::text[], $3::bigint[]))`,
 		// Three CTEs: data-modifying ones cannot nest. Each session and
 		// key comes at most once: the deletion of older reported records

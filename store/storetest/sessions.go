@@ -1,6 +1,7 @@
 package storetest
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -19,6 +20,7 @@ var sessionCases = []testCase{
 	{"HeartbeatStartsSession", testHeartbeatStartsSession},
 	{"EndUnknownSession", testEndUnknownSession},
 	{"HeartbeatReportsExpiredLock", testHeartbeatReportsExpiredLock},
+	{"SweepLooksPastSessionsKeptAlive", testSweepLooksPastSessionsKeptAlive},
 }
 
 const idle = 5 * time.Minute
@@ -232,4 +234,42 @@ func sameSession(a, b holdfast.SessionInfo) bool {
 	}
 	return a.ID == b.ID && a.User == b.User && a.Name == b.Name && a.IdleTimeout == b.IdleTimeout &&
 		a.Locks == b.Locks && time.Time(a.LastSeen).Equal(time.Time(b.LastSeen))
+}
+
+// More sessions kept alive than one batch of the sweep come before an idle
+// one in the order of their first deadlines: the sweep still ends the idle
+// one, and ends the others at their later deadlines.
+func testSweepLooksPastSessionsKeptAlive(e *env) {
+	const kept = 120 // more than the sweep takes at a time
+	for i := range kept {
+		e.idleAcquire(fmt.Sprintf("order/a%03d", i), owner(fmt.Sprintf("a%03d", i)))
+	}
+	e.idleAcquire("order/z", owner("zoe")) // after them in the order of ids
+	expired := func() int {
+		return len(e.audit(holdfast.AuditQuery{Event: holdfast.EventSessionExpired}))
+	}
+
+	e.advance(idle / 2)
+	for i := range kept {
+		e.heartbeat(fmt.Sprintf("s-a%03d", i))
+	}
+	e.advance(idle/2 + time.Second)
+	e.sweep()
+	if got := e.audit(holdfast.AuditQuery{Event: holdfast.EventSessionExpired}); len(got) != 1 || got[0].Lock.Key != "order/z" {
+		e.t.Fatalf("session_expired entries after the first sweep: %+v, want order/z's alone", got)
+	}
+	if n := len(e.sessions(holdfast.SessionQuery{})); n != kept {
+		e.t.Fatalf("%d live sessions after the first sweep, want %d", n, kept)
+	}
+
+	e.advance(idle/2 - 2*time.Second) // a second before their deadlines
+	e.sweep()
+	if n := expired(); n != 1 {
+		e.t.Fatalf("%d session_expired entries before the kept sessions' deadlines, want 1", n)
+	}
+	e.advance(2 * time.Second)
+	e.sweep()
+	if n := expired(); n != kept+1 {
+		e.t.Fatalf("%d session_expired entries past the kept sessions' deadlines, want %d", n, kept+1)
+	}
 }

@@ -21,6 +21,9 @@ func MigrateTo(ctx context.Context, pool *pgxpool.Pool, schema string, version i
 // tests that compare it with the SQL lock_id.
 func LockKeyID(schema, key string) int64 { return lockID(schema, classKey, key) }
 
+// CatchUpBatch bounds the idle_afters one transaction moves up.
+const CatchUpBatch = catchUpBatch
+
 // ReadMark starts the statements of read transactions.
 const ReadMark = readMark
 

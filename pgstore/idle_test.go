@@ -1,8 +1,12 @@
 package pgstore_test
 
 import (
+	"context"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/holdfast/holdfast/pgstore"
 	"github.com/holdfast/holdfast/store"
@@ -106,5 +110,112 @@ func TestMigration3KeepsIdleSessionsFound(t *testing.T) {
 	}
 	if len(ids) != 1 || ids[0] != "s-idle" {
 		t.Fatalf("idle sessions after the upgrade: %v, want [s-idle]", ids)
+	}
+}
+
+// Sessions whose idle_after lags behind their deadlines are passed over,
+// however many come before an idle one, in reads and in writes; a write
+// holds the session locks of the idle ones only, and its commit moves a
+// bounded number of lagging idle_afters up, skipping rows others hold.
+func TestIdleSessionsPassLaggingOnes(t *testing.T) {
+	t.Parallel()
+	pool := testPool(t)
+	schema := newSchema(t, pool)
+	ctx := t.Context()
+	t0 := time.Date(2026, 12, 2, 18, 0, 0, 0, time.UTC)
+	const lagging = 20000 // more session locks than PostgreSQL's lock table holds
+	if _, err := pool.Exec(ctx, `INSERT INTO `+schema+`.sessions (id, last_seen, idle_timeout_ns, idle_deadline, idle_after)
+		SELECT format('s-%s', lpad(i::text, 5, '0')), $1::timestamptz, 60e9, $1::timestamptz + interval '1 hour', $1::timestamptz + interval '1 minute'
+		FROM generate_series(1, $2::int) i
+		UNION ALL SELECT 's-z-idle', $1::timestamptz, 60e9, $1::timestamptz + interval '1 minute', $1::timestamptz + interval '1 minute'`, t0, lagging); err != nil {
+		t.Fatal(err)
+	}
+	now := t0.Add(2 * time.Minute)
+	stillLagging := func() (n int) {
+		t.Helper()
+		if err := pool.QueryRow(ctx, `SELECT count(*) FROM `+schema+`.sessions WHERE idle_after <= $1 AND idle_deadline > $1`, now).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	s := open(t, pool, schema, nil)
+	idleIDs := func(idle []store.Session) (ids []string) {
+		for _, s := range idle {
+			ids = append(ids, s.ID)
+		}
+		return ids
+	}
+
+	var read []store.Session
+	if err := s.View(ctx, func(tx store.ReadTx) (err error) {
+		read, err = tx.IdleSessions(now, 100)
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if got := idleIDs(read); len(got) != 1 || got[0] != "s-z-idle" {
+		t.Fatalf("idle sessions read: %v, want [s-z-idle]", got)
+	}
+	if n := stillLagging(); n != lagging {
+		t.Fatalf("%d lagging after a read, want %d", n, lagging)
+	}
+
+	// Another transaction holds the first lagging row: the commit passes
+	// it by rather than waiting for it.
+	held, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Rollback(ctx)
+	if _, err := held.Exec(ctx, `SELECT FROM `+schema+`.sessions WHERE id = 's-00001' FOR UPDATE`); err != nil {
+		t.Fatal(err)
+	}
+	wctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	var written []store.Session
+	if err := s.Update(wctx, func(tx store.Tx) (err error) {
+		written, err = tx.IdleSessions(now, 100)
+		return err
+	}); err != nil {
+		t.Fatalf("a sweep's IdleSessions with a lagging row held elsewhere: %v", err)
+	}
+	if got := idleIDs(written); len(got) != 1 || got[0] != "s-z-idle" {
+		t.Fatalf("idle sessions in a write: %v, want [s-z-idle]", got)
+	}
+	if n := stillLagging(); n != lagging-pgstore.CatchUpBatch {
+		t.Fatalf("%d lagging after a write, want %d moved up of %d", n, pgstore.CatchUpBatch, lagging)
+	}
+	var first time.Time
+	if err := pool.QueryRow(ctx, `SELECT idle_after FROM `+schema+`.sessions WHERE id = 's-00001'`).Scan(&first); err != nil {
+		t.Fatal(err)
+	}
+	if !first.Equal(t0.Add(time.Minute)) {
+		t.Fatalf("the row held elsewhere has idle_after %v, want it left at %v", first, t0.Add(time.Minute))
+	}
+}
+
+// A heartbeat updates its session's row in place only while no index of
+// the table holds a column it changes.
+func TestSessionIndexesLeaveTouchesInPlace(t *testing.T) {
+	t.Parallel()
+	pool := testPool(t)
+	schema := newSchema(t, pool)
+	rows, err := pool.Query(t.Context(), `SELECT pg_get_indexdef(indexrelid) FROM pg_index WHERE indrelid = ($1 || '.sessions')::regclass`, schema)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defs, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(defs) == 0 {
+		t.Fatal("no indexes on sessions")
+	}
+	for _, def := range defs {
+		for _, col := range []string{"last_seen", "idle_deadline", "idle_timeout_ns"} {
+			if strings.Contains(def, col) {
+				t.Errorf("%s holds %s, which a heartbeat changes", def, col)
+			}
+		}
 	}
 }

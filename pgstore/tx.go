@@ -94,6 +94,9 @@ type tx struct {
 	drawAggregates []string
 	// notified are the audit ids to announce at commit (Config.Notify).
 	notified []int64
+	// catchUpIdleAt, when set, is the IdleSessions time up to which the
+	// commit moves lagging idle_afters (catchUpIdle).
+	catchUpIdleAt time.Time
 }
 
 type lockRef struct{ key, session string }
@@ -270,6 +273,12 @@ func (t *tx) commit() error {
 		return t.err
 	}
 	b := t.batch()
+	if !t.catchUpIdleAt.IsZero() {
+		// At the commit, after every lock this transaction waits for:
+		// the rows it locks here, skipping those others hold, must not
+		// keep another transaction's commit waiting while it waits itself.
+		b.Queue(t.q.catchUpIdle, t.catchUpIdleAt, catchUpBatch)
+	}
 	t.queueDraw(b)
 	if t.touched && !t.durable {
 		b.Queue(`SET LOCAL synchronous_commit TO off`)
@@ -609,54 +618,22 @@ func (t *tx) saw(id, version string) {
 	}
 }
 
-// IdleSessions finds candidates by idle_after, which may lag behind a
-// session's deadline (migration 0003). In a write it then locks them and
-// reads them again, keeping those still idle: a session that came back
-// meanwhile must not be ended. It moves the idle_after of those found
-// early up to their deadlines, so that later sweeps pass them by, and
-// looks on past them until it has limit idle sessions or no candidate is
-// left.
+// IdleSessions finds candidates, then, in a write, locks them and reads
+// them again, keeping those still idle: a session that came back
+// meanwhile must not be ended. The candidates are looked up by idle_after,
+// which may lag behind a deadline moved later (migration 0003), and
+// filtered by the exact deadline; the commit moves lagging idle_afters up
+// (catchUpIdle), so that later sweeps need not read past them.
 func (t *tx) IdleSessions(now time.Time, limit int) ([]store.Session, error) {
-	idle := func(s store.Session) bool {
+	found, err := t.sessionsWhere(t.q.idleSessions, now, limit)
+	if err != nil || !t.write {
+		return found, err
+	}
+	t.catchUpIdleAt = now
+	return t.relockSessions(found, func(s store.Session) bool {
 		d := s.IdleDeadline()
 		return !s.Ended() && !d.IsZero() && !d.After(now)
-	}
-	var out []store.Session
-	var passed []string // every candidate so far
-	for {
-		want := limitOf(limit - len(out))
-		var found []store.Session
-		err := t.exchange(func(b *pgx.Batch) {
-			b.Queue(t.q.idleSessions, now, want, passed).Query(func(rows pgx.Rows) error {
-				var err error
-				found, err = scanSessions(rows)
-				return err
-			})
-		})
-		if err != nil {
-			return nil, err
-		}
-		for _, s := range found {
-			passed = append(passed, s.ID)
-		}
-		kept, early := found, []string(nil)
-		if t.write {
-			if kept, early, err = t.relockSessions(found, idle); err != nil {
-				return nil, err
-			}
-		} else {
-			kept = slices.DeleteFunc(found, func(s store.Session) bool { return !idle(s) })
-		}
-		if len(early) > 0 {
-			if err := t.exchange(func(b *pgx.Batch) { b.Queue(t.q.catchUpIdle, early) }); err != nil {
-				return nil, err
-			}
-		}
-		out = append(out, kept...)
-		if int64(len(found)) < want || (limit > 0 && len(out) >= limit) {
-			return out, nil
-		}
-	}
+	})
 }
 
 func (t *tx) Sessions(q store.SessionQuery) ([]store.Session, error) {
@@ -688,10 +665,9 @@ func (t *tx) EndedSessions(before time.Time, limit int) ([]store.Session, error)
 	if err != nil || !t.write {
 		return found, err
 	}
-	kept, _, err := t.relockSessions(found, func(s store.Session) bool {
+	return t.relockSessions(found, func(s store.Session) bool {
 		return s.Ended() && s.EndedAt.Before(before)
 	})
-	return kept, err
 }
 
 func (t *tx) sessionsWhere(sql string, at time.Time, limit int) ([]store.Session, error) {
@@ -707,11 +683,10 @@ func (t *tx) sessionsWhere(sql string, at time.Time, limit int) ([]store.Session
 }
 
 // relockSessions takes the session locks of found, reads those sessions
-// again and returns the ones that still qualify, in found's order, and the
-// ids of the others that still exist.
-func (t *tx) relockSessions(found []store.Session, keep func(store.Session) bool) (kept []store.Session, rest []string, err error) {
+// again and returns the ones that still qualify, in found's order.
+func (t *tx) relockSessions(found []store.Session, keep func(store.Session) bool) ([]store.Session, error) {
 	if len(found) == 0 {
-		return found, nil, nil
+		return found, nil
 	}
 	ids := make([]string, len(found))
 	for i, s := range found {
@@ -719,7 +694,7 @@ func (t *tx) relockSessions(found []store.Session, keep func(store.Session) bool
 		ids[i] = s.ID
 	}
 	var again []store.Session
-	err = t.exchange(func(b *pgx.Batch) {
+	err := t.exchange(func(b *pgx.Batch) {
 		b.Queue(t.q.sessionsByID, ids).Query(func(rows pgx.Rows) error {
 			var err error
 			again, err = scanSessions(rows)
@@ -727,23 +702,19 @@ func (t *tx) relockSessions(found []store.Session, keep func(store.Session) bool
 		})
 	})
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	now := make(map[string]store.Session, len(again))
 	for _, s := range again {
 		now[s.ID] = s
 	}
-	kept = found[:0]
+	out := found[:0]
 	for _, s := range found {
-		cur, ok := now[s.ID]
-		switch {
-		case ok && keep(cur):
-			kept = append(kept, cur)
-		case ok:
-			rest = append(rest, s.ID)
+		if cur, ok := now[s.ID]; ok && keep(cur) {
+			out = append(out, cur)
 		}
 	}
-	return kept, rest, nil
+	return out, nil
 }
 
 // Aggregate looks up member and all its ancestors at once, since the

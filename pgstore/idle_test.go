@@ -44,19 +44,7 @@ func TestIdleAfterLagsBehindALaterDeadline(t *testing.T) {
 			t.Fatalf("%s: idle_after %v, idle_deadline %v; want %v, %v", step, gotAfter, gotDeadline, after, deadline)
 		}
 	}
-	sweep := func(now time.Time) (ids []string) {
-		t.Helper()
-		if err := s.Update(ctx, func(tx store.Tx) error {
-			idle, err := tx.IdleSessions(now, 10)
-			for _, s := range idle {
-				ids = append(ids, s.ID)
-			}
-			return err
-		}); err != nil {
-			t.Fatal(err)
-		}
-		return ids
-	}
+	sweep := func(now time.Time) []string { return sweepIdle(t, ctx, s, now) }
 	at := func(d time.Duration) *time.Time { x := t0.Add(d); return &x }
 
 	touch(t0, time.Minute)
@@ -98,17 +86,7 @@ func TestMigration3KeepsIdleSessionsFound(t *testing.T) {
 		t.Fatal(err)
 	}
 	s := open(t, pool, schema, nil)
-	var ids []string
-	if err := s.Update(ctx, func(tx store.Tx) error {
-		idle, err := tx.IdleSessions(t0.Add(time.Hour), 10)
-		for _, s := range idle {
-			ids = append(ids, s.ID)
-		}
-		return err
-	}); err != nil {
-		t.Fatal(err)
-	}
-	if len(ids) != 1 || ids[0] != "s-idle" {
+	if ids := sweepIdle(t, ctx, s, t0.Add(time.Hour)); len(ids) != 1 || ids[0] != "s-idle" {
 		t.Fatalf("idle sessions after the upgrade: %v, want [s-idle]", ids)
 	}
 }
@@ -139,13 +117,6 @@ func TestIdleSessionsPassLaggingOnes(t *testing.T) {
 		return n
 	}
 	s := open(t, pool, schema, nil)
-	idleIDs := func(idle []store.Session) (ids []string) {
-		for _, s := range idle {
-			ids = append(ids, s.ID)
-		}
-		return ids
-	}
-
 	var read []store.Session
 	if err := s.View(ctx, func(tx store.ReadTx) (err error) {
 		read, err = tx.IdleSessions(now, 100)
@@ -153,7 +124,7 @@ func TestIdleSessionsPassLaggingOnes(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	if got := idleIDs(read); len(got) != 1 || got[0] != "s-z-idle" {
+	if got := sessionIDs(read); len(got) != 1 || got[0] != "s-z-idle" {
 		t.Fatalf("idle sessions read: %v, want [s-z-idle]", got)
 	}
 	if n := stillLagging(); n != lagging {
@@ -172,14 +143,7 @@ func TestIdleSessionsPassLaggingOnes(t *testing.T) {
 	}
 	wctx, cancel := context.WithTimeout(ctx, 20*time.Second)
 	defer cancel()
-	var written []store.Session
-	if err := s.Update(wctx, func(tx store.Tx) (err error) {
-		written, err = tx.IdleSessions(now, 100)
-		return err
-	}); err != nil {
-		t.Fatalf("a sweep's IdleSessions with a lagging row held elsewhere: %v", err)
-	}
-	if got := idleIDs(written); len(got) != 1 || got[0] != "s-z-idle" {
+	if got := sweepIdle(t, wctx, s, now); len(got) != 1 || got[0] != "s-z-idle" {
 		t.Fatalf("idle sessions in a write: %v, want [s-z-idle]", got)
 	}
 	if n := stillLagging(); n != lagging-pgstore.CatchUpBatch {
@@ -218,4 +182,26 @@ func TestSessionIndexesLeaveTouchesInPlace(t *testing.T) {
 			}
 		}
 	}
+}
+
+// sweepIdle returns the ids of the sessions IdleSessions finds idle at now
+// in a write transaction, as the sweep's.
+func sweepIdle(t *testing.T, ctx context.Context, s *pgstore.Store, now time.Time) []string {
+	t.Helper()
+	var idle []store.Session
+	if err := s.Update(ctx, func(tx store.Tx) (err error) {
+		idle, err = tx.IdleSessions(now, 100)
+		return err
+	}); err != nil {
+		t.Fatalf("IdleSessions(%v) in a write: %v", now, err)
+	}
+	return sessionIDs(idle)
+}
+
+func sessionIDs(sessions []store.Session) []string {
+	ids := make([]string, len(sessions))
+	for i, s := range sessions {
+		ids[i] = s.ID
+	}
+	return ids
 }

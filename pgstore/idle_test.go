@@ -2,6 +2,7 @@ package pgstore_test
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -159,11 +160,19 @@ func TestIdleSessionsPassLaggingOnes(t *testing.T) {
 }
 
 // A heartbeat updates its session's row in place only while no index of
-// the table holds a column it changes.
+// the table holds a column it changes, and while the row's page has room
+// for the new version: the table's pages are left part empty.
 func TestSessionIndexesLeaveTouchesInPlace(t *testing.T) {
 	t.Parallel()
 	pool := testPool(t)
 	schema := newSchema(t, pool)
+	var options []string
+	if err := pool.QueryRow(t.Context(), `SELECT coalesce(reloptions, '{}') FROM pg_class WHERE oid = ($1 || '.sessions')::regclass`, schema).Scan(&options); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(options, "fillfactor=75") {
+		t.Errorf("sessions has options %v, want fillfactor=75", options)
+	}
 	rows, err := pool.Query(t.Context(), `SELECT pg_get_indexdef(indexrelid) FROM pg_index WHERE indrelid = ($1 || '.sessions')::regclass`, schema)
 	if err != nil {
 		t.Fatal(err)

@@ -1,5 +1,6 @@
 -- Session writes that need no new index entries, and a sweep over live
--- sessions that reads only what it returns.
+-- sessions that reads only what it returns (docs/POSTGRES.md, "Heartbeats
+-- update in place").
 --
 -- idle_after is never later than the session's idle deadline, and it is
 -- what the sweep looks idle sessions up by, in place of idle_deadline. A
@@ -19,3 +20,8 @@ CREATE INDEX sessions_idle_after ON {schema}.sessions (idle_after, id) WHERE idl
 -- index on live sessions leads with user_id: a plan made on a schema
 -- without statistics, and kept, read all of it and sorted on every page.
 CREATE INDEX sessions_live_id ON {schema}.sessions (id) WHERE ended_at IS NULL;
+
+-- Room on each page for the next version of its rows: an in-place (HOT)
+-- update needs it on the same page, and a full page sends the update to
+-- another one, with a new entry in every index.
+ALTER TABLE {schema}.sessions SET (fillfactor = 75);

@@ -214,3 +214,54 @@ func sessionIDs(sessions []store.Session) []string {
 	}
 	return ids
 }
+
+// Moving lagging idle_afters up only spares later sweeps some reading: when
+// it fails, the sweep's own writes stand.
+func TestFailedCatchUpKeepsTheSweep(t *testing.T) {
+	t.Parallel()
+	pool := testPool(t)
+	schema := newSchema(t, pool)
+	ctx := t.Context()
+	t0 := time.Date(2026, 12, 2, 18, 0, 0, 0, time.UTC)
+	if _, err := pool.Exec(ctx, `INSERT INTO `+schema+`.sessions (id, last_seen, idle_timeout_ns, idle_deadline, idle_after) VALUES
+		('s-lagging', $1::timestamptz, 60e9, $1::timestamptz + interval '1 hour', $1::timestamptz + interval '1 minute'),
+		('s-idle', $1::timestamptz, 60e9, $1::timestamptz + interval '1 minute', $1::timestamptz + interval '1 minute')`, t0); err != nil {
+		t.Fatal(err)
+	}
+	// Refuse every update that moves idle_after alone, as only the
+	// catch-up does.
+	if _, err := pool.Exec(ctx, `CREATE FUNCTION `+schema+`.refuse() RETURNS trigger LANGUAGE plpgsql AS $$
+		BEGIN RAISE EXCEPTION 'no catching up here'; END $$;
+		CREATE TRIGGER refuse BEFORE UPDATE ON `+schema+`.sessions FOR EACH ROW
+		WHEN (OLD.last_seen = NEW.last_seen AND OLD.ended_at IS NULL AND NEW.ended_at IS NULL AND OLD.idle_after IS DISTINCT FROM NEW.idle_after)
+		EXECUTE FUNCTION `+schema+`.refuse()`); err != nil {
+		t.Fatal(err)
+	}
+	s := open(t, pool, schema, nil)
+	now := t0.Add(2 * time.Minute)
+	if err := s.Update(ctx, func(tx store.Tx) error {
+		idle, err := tx.IdleSessions(now, 100)
+		if err != nil {
+			return err
+		}
+		if ids := sessionIDs(idle); len(ids) != 1 || ids[0] != "s-idle" {
+			t.Errorf("idle sessions: %v, want [s-idle]", ids)
+		}
+		for _, s := range idle {
+			s.EndedAt, s.EndReason = now, "idle"
+			if err := tx.PutSession(s); err != nil {
+				return err
+			}
+		}
+		return nil
+	}); err != nil {
+		t.Fatalf("a sweep whose catch-up fails: %v", err)
+	}
+	var ended *time.Time
+	if err := pool.QueryRow(ctx, `SELECT ended_at FROM `+schema+`.sessions WHERE id = 's-idle'`).Scan(&ended); err != nil {
+		t.Fatal(err)
+	}
+	if ended == nil {
+		t.Fatal("the idle session was not ended: the failed catch-up undid the sweep")
+	}
+}

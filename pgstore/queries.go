@@ -137,10 +137,9 @@ func newQueries(schema string) queries {
 			ORDER BY idle_after, id LIMIT $2`,
 		// Moves up to $2 idle_afters that lag behind their deadlines up to
 		// them, skipping rows other transactions hold: it waits for none.
-		catchUpIdle: `UPDATE ` + s + `.sessions u SET idle_after = u.idle_deadline FROM (
+		catchUpIdle: `UPDATE ` + s + `.sessions SET idle_after = idle_deadline WHERE id = ANY(ARRAY(
 				SELECT id FROM ` + s + `.sessions WHERE idle_after <= $1 AND (idle_deadline > $1 OR idle_deadline IS NULL)
-				ORDER BY idle_after, id LIMIT $2 FOR UPDATE SKIP LOCKED) c
-			WHERE u.id = c.id`,
+				ORDER BY idle_after, id LIMIT $2 FOR UPDATE SKIP LOCKED))`,
 		endedSessions: `SELECT ` + sessionCols + ` FROM ` + s + `.sessions WHERE ended_at < $1
 			ORDER BY ended_at, id LIMIT $2`,
 

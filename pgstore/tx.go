@@ -94,8 +94,8 @@ type tx struct {
 	drawAggregates []string
 	// notified are the audit ids to announce at commit (Config.Notify).
 	notified []int64
-	// catchUpIdleAt, when set, is the IdleSessions time up to which the
-	// commit moves lagging idle_afters (catchUpIdle).
+	// catchUpIdleAt, when set, is the IdleSessions time up to which
+	// lagging idle_afters are moved up after the commit (catchUpIdle).
 	catchUpIdleAt time.Time
 }
 
@@ -273,12 +273,6 @@ func (t *tx) commit() error {
 		return t.err
 	}
 	b := t.batch()
-	if !t.catchUpIdleAt.IsZero() {
-		// At the commit, after every lock this transaction waits for:
-		// the rows it locks here, skipping those others hold, must not
-		// keep another transaction's commit waiting while it waits itself.
-		b.Queue(t.q.catchUpIdle, t.catchUpIdleAt, catchUpBatch)
-	}
 	t.queueDraw(b)
 	if t.touched && !t.durable {
 		b.Queue(`SET LOCAL synchronous_commit TO off`)
@@ -302,7 +296,30 @@ func (t *tx) commit() error {
 		err = errors.New("pgstore: the transaction was rolled back at commit")
 		t.err = err
 	}
+	if err == nil && !t.catchUpIdleAt.IsZero() {
+		t.catchUpIdle()
+	}
 	return err
+}
+
+// catchUpIdle moves lagging idle_afters up after the sweep's commit, in a
+// transaction of their own: they only spare later sweeps some reading, so
+// their failure must not undo the sweep, and the rows they lock, skipping
+// those others hold, are held for one statement only.
+// With the writes' planner settings, so that the plan it keeps is theirs.
+func (t *tx) catchUpIdle() {
+	b := &pgx.Batch{}
+	b.Queue(`BEGIN ISOLATION LEVEL READ COMMITTED`)
+	b.Queue(`SELECT ` + plannerSettings)
+	b.Queue(t.q.catchUpIdle, t.catchUpIdleAt, catchUpBatch)
+	b.Queue(`COMMIT`)
+	if err := t.conn.SendBatch(t.ctx, b).Close(); err != nil {
+		t.s.log.Warn("pgstore: could not move lagging idle deadlines up; the sweep reads past them", slog.Any("err", err))
+		// A connection left in a failed transaction is no use to the next.
+		if _, err := t.conn.Exec(context.WithoutCancel(t.ctx), `ROLLBACK`); err != nil {
+			t.conn.Conn().Close(context.WithoutCancel(t.ctx))
+		}
+	}
 }
 
 // close ends the transaction if it is still open, then returns the
@@ -622,8 +639,8 @@ func (t *tx) saw(id, version string) {
 // them again, keeping those still idle: a session that came back
 // meanwhile must not be ended. The candidates are looked up by idle_after,
 // which may lag behind a deadline moved later (migration 0003), and
-// filtered by the exact deadline; the commit moves lagging idle_afters up
-// (catchUpIdle), so that later sweeps need not read past them.
+// filtered by the exact deadline; after the commit, lagging idle_afters
+// are moved up (catchUpIdle), so that later sweeps need not read past them.
 func (t *tx) IdleSessions(now time.Time, limit int) ([]store.Session, error) {
 	found, err := t.sessionsWhere(t.q.idleSessions, now, limit)
 	if err != nil || !t.write {

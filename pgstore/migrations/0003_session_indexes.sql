@@ -10,6 +10,12 @@
 -- place (HOT), without an entry in each of the table's indexes. The sweep
 -- moves an idle_after it finds early up to its session's deadline.
 -- idle_deadline stays exact, for the guards' functions.
+--
+-- Room on each page for the next version of its rows: an in-place update
+-- needs it on the same page, and a full page sends the update to another
+-- one, with a new entry in every index. It holds for pages written from
+-- now on; an existing table's full pages keep their rows until rewritten.
+ALTER TABLE {schema}.sessions SET (fillfactor = 75);
 ALTER TABLE {schema}.sessions ADD COLUMN idle_after timestamptz;
 UPDATE {schema}.sessions SET idle_after = idle_deadline WHERE idle_deadline IS NOT NULL;
 DROP INDEX {schema}.sessions_idle_deadline;
@@ -20,8 +26,3 @@ CREATE INDEX sessions_idle_after ON {schema}.sessions (idle_after, id) WHERE idl
 -- index on live sessions leads with user_id: a plan made on a schema
 -- without statistics, and kept, read all of it and sorted on every page.
 CREATE INDEX sessions_live_id ON {schema}.sessions (id) WHERE ended_at IS NULL;
-
--- Room on each page for the next version of its rows: an in-place (HOT)
--- update needs it on the same page, and a full page sends the update to
--- another one, with a new entry in every index.
-ALTER TABLE {schema}.sessions SET (fillfactor = 75);

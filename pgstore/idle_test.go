@@ -94,15 +94,15 @@ func TestMigration3KeepsIdleSessionsFound(t *testing.T) {
 
 // Sessions whose idle_after lags behind their deadlines are passed over,
 // however many come before an idle one, in reads and in writes; a write
-// holds the session locks of the idle ones only, and its commit moves a
-// bounded number of lagging idle_afters up, skipping rows others hold.
+// holds the session locks of the idle ones only, and after its commit a
+// bounded number of lagging idle_afters move up, skipping rows others hold.
 func TestIdleSessionsPassLaggingOnes(t *testing.T) {
 	t.Parallel()
 	pool := testPool(t)
 	schema := newSchema(t, pool)
 	ctx := t.Context()
 	t0 := time.Date(2026, 12, 2, 18, 0, 0, 0, time.UTC)
-	const lagging = 20000 // more session locks than PostgreSQL's lock table holds
+	const lagging = 20000 // more session locks than PostgreSQL's default lock table holds
 	if _, err := pool.Exec(ctx, `INSERT INTO `+schema+`.sessions (id, last_seen, idle_timeout_ns, idle_deadline, idle_after)
 		SELECT format('s-%s', lpad(i::text, 5, '0')), $1::timestamptz, 60e9, $1::timestamptz + interval '1 hour', $1::timestamptz + interval '1 minute'
 		FROM generate_series(1, $2::int) i

@@ -188,7 +188,7 @@ func (q queries) forReads() queries {
 // cycle of waits costs little.
 const briefWait = "25ms"
 
-// catchUpBatch bounds the idle_afters one sweep transaction moves up. A
+// catchUpBatch bounds the idle_afters moved up after one sweep step. A
 // session that keeps beating needs this once per idle timeout, so a sweep
 // a second keeps up with 2,000 such sessions a second: 120,000 with a
 // one-minute timeout. Beyond that the sweep reads past more lagging ones.

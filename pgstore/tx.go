@@ -303,10 +303,10 @@ func (t *tx) commit() error {
 }
 
 // catchUpIdle moves lagging idle_afters up after the sweep's commit, in a
-// transaction of their own: they only spare later sweeps some reading, so
-// their failure must not undo the sweep, and the rows they lock, skipping
+// transaction of their own, with the writes' planner settings (so that
+// the plan it keeps is theirs): it only spares later sweeps some reading,
+// so its failure must not undo the sweep, and the rows it locks, skipping
 // those others hold, are held for one statement only.
-// With the writes' planner settings, so that the plan it keeps is theirs.
 func (t *tx) catchUpIdle() {
 	b := &pgx.Batch{}
 	b.Queue(`BEGIN ISOLATION LEVEL READ COMMITTED`)
@@ -315,10 +315,7 @@ func (t *tx) catchUpIdle() {
 	b.Queue(`COMMIT`)
 	if err := t.conn.SendBatch(t.ctx, b).Close(); err != nil {
 		t.s.log.Warn("pgstore: could not move lagging idle deadlines up; the sweep reads past them", slog.Any("err", err))
-		// A connection left in a failed transaction is no use to the next.
-		if _, err := t.conn.Exec(context.WithoutCancel(t.ctx), `ROLLBACK`); err != nil {
-			t.conn.Conn().Close(context.WithoutCancel(t.ctx))
-		}
+		t.ended = false // close rolls that transaction back
 	}
 }
 

@@ -33,6 +33,10 @@ small write and fdatasync, 500 times). With --clients 1 the table ends
 with each holdfast acquire's p50 divided by that sync's p50 plus the
 ceiling's acquire p50.
 
+The heartbeat workload's sessions ask for --idle-timeout with every
+heartbeat, as an editor's client does; --idle-timeout 0 measures sessions
+without one.
+
 Example:
   holdfast bench --postgres postgres://postgres@127.0.0.1:5432/test \
     --redis 127.0.0.1:6380 --etcd 127.0.0.1:2379
@@ -63,6 +67,7 @@ func (c *benchCommand) Run(ctx context.Context, args []string) error {
 	fs.BoolVar(&cfg.NoTrivial, "no-trivial", false, "skip the trivial-handler ceiling")
 	fs.DurationVar(&cfg.Coalesce, "coalesce", 200*time.Microsecond, "linger of the coalescing client")
 	fs.IntVar(&cfg.Sessions, "sessions", 10_000, "sessions of the heartbeat workload")
+	fs.DurationVar(&cfg.IdleTimeout, "idle-timeout", 5*time.Minute, "idle timeout of the heartbeat workload's sessions (0: none)")
 	fs.IntVar(&cfg.ScaleLocks, "scale-locks", 1_000_000, "locks the scale workload fills")
 	fs.StringVar(&cfg.ServerLogLevel, "server-log-level", "warn", "--log-level of the holdfast servers the bench starts")
 	trivial := fs.Bool("serve-trivial", false, "serve only the trivial handler, on --listen (the bench starts it so)")
@@ -105,6 +110,8 @@ func checkBenchFlags(cfg *bench.Config) error {
 		return usagef("bench: --coalesce must be positive")
 	case cfg.Sessions < 1:
 		return usagef("bench: --sessions must be at least 1")
+	case cfg.IdleTimeout < 0:
+		return usagef("bench: --idle-timeout must not be negative (0: none)")
 	case cfg.ScaleLocks < 1:
 		return usagef("bench: --scale-locks must be at least 1")
 	case cfg.PostgresConns < 0:

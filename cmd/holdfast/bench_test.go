@@ -104,6 +104,7 @@ func TestBenchRefusesFlagsThatCannotRun(t *testing.T) {
 		{"--warmup", "-1s"},
 		{"--coalesce", "0"},
 		{"--sessions", "0"},
+		{"--idle-timeout", "-1s"},
 		{"--scale-locks", "0"},
 		{"--postgres-conns", "-1"},
 		{"--workloads", "cycle,nope"},

@@ -59,6 +59,9 @@ type Config struct {
 	Coalesce time.Duration
 	// Sessions heartbeating in the heartbeat workload; default 10,000.
 	Sessions int
+	// IdleTimeout is the idle timeout the heartbeat workload's sessions
+	// ask for with every heartbeat; zero is none.
+	IdleTimeout time.Duration
 	// ScaleLocks is how many locks the scale workload fills; default
 	// 1,000,000.
 	ScaleLocks int
@@ -91,6 +94,7 @@ func (c *Config) defaults() error {
 		{"Warmup", c.Warmup < 0 && c.Warmup != NoWarmup},
 		{"Coalesce", c.Coalesce < 0},
 		{"Sessions", c.Sessions < 0},
+		{"IdleTimeout", c.IdleTimeout < 0},
 		{"ScaleLocks", c.ScaleLocks < 0},
 		{"PostgresConns", c.PostgresConns < 0},
 	} {

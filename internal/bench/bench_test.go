@@ -3,6 +3,8 @@ package bench
 import (
 	"context"
 	"fmt"
+	"io"
+	"log/slog"
 	"net"
 	"net/http/httptest"
 	"os"
@@ -13,6 +15,10 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/holdfast/holdfast"
+	"github.com/holdfast/holdfast/memstore"
+	"github.com/holdfast/holdfast/server"
 )
 
 func TestPercentile(t *testing.T) {
@@ -51,10 +57,10 @@ func TestTrivialHandlerSpeaksTheAPI(t *testing.T) {
 	if err := tg.release(ctx, "bench-1", []string{"cycle/1"}); err != nil {
 		t.Fatalf("release: %v", err)
 	}
-	if err := tg.heartbeat(ctx, "s-1"); err != nil {
+	if err := tg.heartbeat(ctx, "s-1", time.Minute); err != nil {
 		t.Fatalf("heartbeat: %v", err)
 	}
-	if err := tg.heartbeatBatch(ctx, []string{"s-1", "s-2", "s-3"}); err != nil {
+	if err := tg.heartbeatBatch(ctx, []string{"s-1", "s-2", "s-3"}, time.Minute); err != nil {
 		t.Fatalf("batched heartbeat: %v", err)
 	}
 }
@@ -183,6 +189,52 @@ func TestProbeDisk(t *testing.T) {
 	}
 }
 
+// The heartbeat workload's sessions have the idle timeout it was given,
+// as editors' sessions do, and its rows say so.
+func TestHeartbeatsAskForTheIdleTimeout(t *testing.T) {
+	t.Parallel()
+	mgr, err := holdfast.New(memstore.New(memstore.Config{}), holdfast.Config{SweepInterval: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer mgr.Close()
+	srv, err := server.New(server.Config{Manager: mgr, Anonymous: true, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := httptest.NewServer(srv)
+	defer hs.Close()
+	c, err := newHTTPClient(hs.URL, 2, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const idle = 90 * time.Second
+	r := &runner{cfg: Config{Clients: 2, Duration: 20 * time.Millisecond, Sessions: 3, IdleTimeout: idle, Log: io.Discard}}
+	r.holdfast = &system{name: "holdfast", t: &httpTarget{c}, holdfast: true}
+	ctx := context.Background()
+	rows, err := r.heartbeats(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, row := range rows {
+		if row.note != "sessions with an idle timeout of 1m30s" {
+			t.Errorf("%s row's note is %q, want the idle timeout", row.mode, row.note)
+		}
+	}
+	page, err := c.Sessions(ctx, holdfast.SessionQuery{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(page.Sessions) != 3 {
+		t.Fatalf("%d sessions, want the workload's 3: %+v", len(page.Sessions), page.Sessions)
+	}
+	for _, s := range page.Sessions {
+		if time.Duration(s.IdleTimeout) != idle {
+			t.Errorf("session %s has idle timeout %v, want %v", s.ID, time.Duration(s.IdleTimeout), idle)
+		}
+	}
+}
+
 // A single client's acquire is set beside the disk's sync plus the
 // ceiling's round trip; the disk is no system to divide holdfast by.
 func TestLatencyAtOneClient(t *testing.T) {
@@ -234,7 +286,7 @@ func TestConfigDefaults(t *testing.T) {
 	if err := c.defaults(); err != nil || c.Warmup != 0 {
 		t.Errorf("NoWarmup: error %v, warm-up %v; want none and 0", err, c.Warmup)
 	}
-	for _, bad := range []Config{{Clients: -1}, {Duration: -time.Second}, {Warmup: -time.Second}, {Coalesce: -1}, {Sessions: -1}, {ScaleLocks: -1}, {PostgresConns: -1}} {
+	for _, bad := range []Config{{Clients: -1}, {Duration: -time.Second}, {Warmup: -time.Second}, {Coalesce: -1}, {Sessions: -1}, {IdleTimeout: -1}, {ScaleLocks: -1}, {PostgresConns: -1}} {
 		bad.Executable = "holdfast"
 		if err := bad.defaults(); err == nil || !strings.Contains(err.Error(), "is negative") {
 			t.Errorf("%+v: error %v, want one naming the negative field", bad, err)

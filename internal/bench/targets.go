@@ -21,11 +21,13 @@ type target interface {
 	close() error
 }
 
-// heartbeater is a target that keeps sessions alive.
+// heartbeater is a target that keeps sessions alive. Each heartbeat asks
+// for the idle timeout idle (zero: none), as an editor's client repeats
+// it: the same timeout again is activity only.
 type heartbeater interface {
-	heartbeat(ctx context.Context, session string) error
+	heartbeat(ctx context.Context, session string, idle time.Duration) error
 	// heartbeatBatch keeps many sessions alive in one request.
-	heartbeatBatch(ctx context.Context, sessions []string) error
+	heartbeatBatch(ctx context.Context, sessions []string, idle time.Duration) error
 }
 
 // lockTTL is the lifetime every target gives a lock: far longer than any
@@ -63,15 +65,15 @@ func (t *httpTarget) release(ctx context.Context, owner string, keys []string) e
 	return err
 }
 
-func (t *httpTarget) heartbeat(ctx context.Context, session string) error {
-	_, err := t.c.Heartbeat(ctx, holdfast.HeartbeatRequest{Session: session})
+func (t *httpTarget) heartbeat(ctx context.Context, session string, idle time.Duration) error {
+	_, err := t.c.Heartbeat(ctx, holdfast.HeartbeatRequest{Session: session, IdleTimeout: holdfast.Duration(idle)})
 	return err
 }
 
-func (t *httpTarget) heartbeatBatch(ctx context.Context, sessions []string) error {
+func (t *httpTarget) heartbeatBatch(ctx context.Context, sessions []string, idle time.Duration) error {
 	ops := make([]client.Op, len(sessions))
 	for i, s := range sessions {
-		ops[i] = client.HeartbeatOp(holdfast.HeartbeatRequest{Session: s})
+		ops[i] = client.HeartbeatOp(holdfast.HeartbeatRequest{Session: s, IdleTimeout: holdfast.Duration(idle)})
 	}
 	results, err := t.c.Batch(ctx, ops)
 	if err != nil {

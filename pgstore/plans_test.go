@@ -52,6 +52,12 @@ func TestPlansUseIndexesOnANewSchema(t *testing.T) {
 	defer m.Close()
 
 	ctx := t.Context()
+	// More live sessions than the forget sweep lists at once, so that the
+	// sweeps send its listing of later pages (id > $after) too.
+	if _, err := shared.Exec(ctx, `INSERT INTO `+schema+`.sessions (id, last_seen)
+		SELECT 'bulk-' || lpad(i::text, 4, '0'), now() FROM generate_series(1, 1000) AS i`); err != nil {
+		t.Fatal(err)
+	}
 	keys, o := []string{"order/1"}, holdfast.Owner{Session: "s-1", User: "u-1"}
 	acquire := func(ctx context.Context) error {
 		_, err := m.Acquire(ctx, holdfast.AcquireRequest{Keys: keys, Owner: o})
@@ -119,7 +125,7 @@ func TestPlansUseIndexesOnANewSchema(t *testing.T) {
 			}
 		}
 	}
-	for _, what := range []string{"lost read", "lock deletion", "lost write", "holders read", "live sessions listing"} {
+	for _, what := range []string{"lost read", "lock deletion", "lost write", "holders read", "live sessions listing", "live sessions page"} {
 		if !checked[what] {
 			t.Errorf("no generic plan of the %s to check", what)
 		}
@@ -211,6 +217,9 @@ func explainKept(t *testing.T, pool *pgxpool.Pool, schema string, checked map[st
 		// them.
 		if strings.Contains(s.sql, ".sessions WHERE ended_at IS NULL") {
 			checked["live sessions listing"] = true
+			if strings.Contains(s.sql, "id > $") {
+				checked["live sessions page"] = true
+			}
 			if strings.Contains(plan.String(), "Sort") {
 				scans = append(scans, fmt.Sprintf("the generic plan of\n%s\nsorts:\n%s", s.sql, plan.String()))
 			}

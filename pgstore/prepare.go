@@ -135,11 +135,7 @@ func (t *tx) readAhead(keys, sessions, reporting, unknownAggregates []string) er
 		return err
 	}
 	t.remember(found...)
-	if t.holders == nil {
-		t.holders = holders
-	} else {
-		maps.Copy(t.holders, holders)
-	}
+	t.addHolders(holders)
 	for _, k := range exact {
 		t.fullKeys[k] = true
 	}
@@ -258,6 +254,16 @@ func (t *tx) treeAbove(key string) bool {
 		}
 	}
 	return false
+}
+
+// addHolders keeps the records of holders that a statement read with
+// their lock rows (see tx.holders).
+func (t *tx) addHolders(holders map[string]versionedSession) {
+	if t.holders == nil {
+		t.holders = holders
+	} else {
+		maps.Copy(t.holders, holders)
+	}
 }
 
 // scanLocksAndHolders reads the rows of locksAhead: the locks, and the

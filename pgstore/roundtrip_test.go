@@ -240,3 +240,87 @@ func TestPrepareReadsHolders(t *testing.T) {
 		}
 	}
 }
+
+// Listing locks shows who holds each, and listing sessions shows how many
+// locks each holds; the Manager judges both from the holders' records and
+// the sessions' lock rows, which a read gets with its listing rather than
+// in a round trip each: the transaction's start, the listing and its end. A holder that went idle is judged as before: its
+// locks and its session are left out.
+func TestListingsReadWhatTheyShowWithTheirRows(t *testing.T) {
+	t.Parallel()
+	schema := newSchema(t, testPool(t))
+	counter, pool := countedPool(t)
+	var clock atomic.Int64
+	clock.Store(time.Date(2026, 12, 2, 9, 0, 0, 0, time.UTC).UnixNano())
+	now := func() time.Time { return time.Unix(0, clock.Load()).UTC() }
+	m, err := holdfast.New(open(t, pool, schema, now), holdfast.Config{SweepInterval: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	ctx := t.Context()
+	const sessions = 40
+	for i := range sessions {
+		req := holdfast.AcquireRequest{Keys: []string{fmt.Sprintf("order/%d/a", i), fmt.Sprintf("order/%d/b", i)},
+			Owner: holdfast.Owner{Session: fmt.Sprintf("s-%02d", i), User: "u"}}
+		if i == 7 {
+			req.IdleTimeout = holdfast.Duration(time.Minute)
+		}
+		if _, err := m.Acquire(ctx, req); err != nil {
+			t.Fatal(err)
+		}
+	}
+	clock.Add(int64(2 * time.Minute)) // s-07 is idle now, its locks no longer count
+
+	for _, c := range []struct {
+		name string
+		list func() (int, error)
+		want int
+	}{
+		{"locks", func() (int, error) {
+			page, err := m.Locks(ctx, holdfast.LockQuery{Limit: 1000})
+			if err != nil {
+				return 0, err
+			}
+			for _, l := range page.Locks {
+				if l.Owner.Session == "s-07" {
+					return 0, fmt.Errorf("the idle session's lock %s is listed", l.Key)
+				}
+			}
+			return len(page.Locks), nil
+		}, 2 * (sessions - 1)},
+		{"locks under a prefix", func() (int, error) {
+			page, err := m.Locks(ctx, holdfast.LockQuery{Prefix: "order/"})
+			if err != nil {
+				return 0, err
+			}
+			return len(page.Locks), nil
+		}, 2 * (sessions - 1)},
+		{"sessions", func() (int, error) {
+			page, err := m.Sessions(ctx, holdfast.SessionQuery{Limit: 1000})
+			if err != nil {
+				return 0, err
+			}
+			for _, s := range page.Sessions {
+				if s.ID == "s-07" || s.Locks != 2 {
+					return 0, fmt.Errorf("session %s is listed with %d locks, want every live one with its 2 and not the idle one", s.ID, s.Locks)
+				}
+			}
+			return len(page.Sessions), nil
+		}, sessions - 1},
+	} {
+		before := counter.n.Load()
+		got, err := c.list()
+		if err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		n := counter.n.Load() - before
+		t.Logf("%s: %d listed in %d round trips", c.name, got, n)
+		if got != c.want {
+			t.Errorf("%s listed %d, want %d", c.name, got, c.want)
+		}
+		if n > 3 {
+			t.Errorf("listing %s took %d round trips, want at most 3, not one per holder or session", c.name, n)
+		}
+	}
+}

@@ -60,10 +60,14 @@ type tx struct {
 	fullSessions map[string]bool // every row of this session is in rows
 
 	// holders are the records of the sessions holding the lock rows
-	// Prepare read, read with those rows but without the sessions' locks,
-	// with their row versions: what Session answers for a session it
-	// does not lock (see tx.seen).
+	// Prepare read, or a read transaction's listing, read with those rows
+	// but without the sessions' locks, with their row versions: what
+	// Session answers for a session it does not lock (see tx.seen).
 	holders map[string]versionedSession
+	// sessionLocks are, in a read transaction, the lock rows of the
+	// sessions its listings read, from its snapshot: what SessionLocks
+	// answers for them. A listed session without locks has a nil entry.
+	sessionLocks map[string][]store.Lock
 
 	// sessions are session records read or written while this
 	// transaction holds their session lock, with its own writes applied.
@@ -493,6 +497,9 @@ func (t *tx) SessionLocks(session string) ([]store.Lock, error) {
 	if t.fullSessions[session] {
 		return t.rows.ofSession(session), t.err
 	}
+	if locks, ok := t.sessionLocks[session]; ok {
+		return slices.Clone(locks), t.err
+	}
 	t.lockSession(session)
 	var found []store.Lock
 	err := t.exchange(func(b *pgx.Batch) {
@@ -561,16 +568,40 @@ func (t *tx) Locks(q store.LockQuery) ([]store.Lock, error) {
 	if q.User != "" {
 		w.add("user_id = ?", q.User)
 	}
-	sql := t.q.mark + `SELECT ` + lockCols + ` FROM ` + t.q.schema + `.locks` + w.String() +
+	sql := `SELECT ` + lockCols + ` FROM ` + t.q.schema + `.locks` + w.String() +
 		` ORDER BY key, session LIMIT ` + w.arg(limitOf(q.Limit))
-	var found []store.Lock
+	if t.write {
+		var found []store.Lock
+		err := t.exchange(func(b *pgx.Batch) {
+			b.Queue(t.q.mark+sql, w.args...).Query(func(rows pgx.Rows) error {
+				var err error
+				found, err = scanLocks(rows)
+				return err
+			})
+		})
+		return found, err
+	}
+	// A read lists locks to show who holds them, and the Manager reads
+	// each holder's record to tell whether its lock still counts: the
+	// records come with the rows, from the same snapshot, rather than in a
+	// round trip each.
+	sql = t.q.mark + `SELECT l.*, h.* FROM (` + sql + `) l
+		LEFT JOIN LATERAL (SELECT xmin::text, ` + sessionCols + ` FROM ` + t.q.schema + `.sessions WHERE id = l.session) h ON true
+		ORDER BY l.key, l.session`
+	var (
+		found   []store.Lock
+		holders map[string]versionedSession
+	)
 	err := t.exchange(func(b *pgx.Batch) {
 		b.Queue(sql, w.args...).Query(func(rows pgx.Rows) error {
 			var err error
-			found, err = scanLocks(rows)
+			found, holders, err = scanLocksAndHolders(rows)
 			return err
 		})
 	})
+	if err == nil {
+		t.addHolders(holders)
+	}
 	return found, err
 }
 
@@ -591,8 +622,10 @@ func (t *tx) Session(id string) (store.Session, bool, error) {
 	lid := lockID(t.s.schema, classSession, id)
 	_, held := t.locks.held[lid]
 	_, pending := t.locks.pending[lid]
-	if h, ok := t.holders[id]; ok && t.write && !held && !pending {
-		t.saw(id, h.version)
+	if h, ok := t.holders[id]; ok && !held && !pending {
+		if t.write {
+			t.saw(id, h.version)
+		}
 		return h.s, true, t.err
 	}
 	err := t.exchange(func(b *pgx.Batch) {
@@ -659,17 +692,43 @@ func (t *tx) Sessions(q store.SessionQuery) ([]store.Session, error) {
 	if q.User != "" {
 		w.add("user_id = ?", q.User)
 	}
-	sql := t.q.mark + `SELECT ` + sessionCols + ` FROM ` + t.q.schema + `.sessions` + w.String() +
-		` ORDER BY id LIMIT ` + w.arg(limitOf(q.Limit))
-	var found []store.Session
+	listed := ` FROM ` + t.q.schema + `.sessions` + w.String() + ` ORDER BY id LIMIT ` + w.arg(limitOf(q.Limit))
+	var (
+		found []store.Session
+		locks []store.Lock
+	)
 	err := t.exchange(func(b *pgx.Batch) {
-		b.Queue(sql, w.args...).Query(func(rows pgx.Rows) error {
+		b.Queue(t.q.mark+`SELECT `+sessionCols+listed, w.args...).Query(func(rows pgx.Rows) error {
 			var err error
 			found, err = scanSessions(rows)
 			return err
 		})
+		if !t.write {
+			// A read lists sessions to show them with their locks: those
+			// come in the same round trip, from the same snapshot, rather
+			// than in a round trip each. (The sweep's write lists sessions
+			// to forget the few that hold none.)
+			b.Queue(t.q.mark+`SELECT `+lockCols+` FROM `+t.q.schema+`.locks
+				WHERE session = ANY(ARRAY(SELECT id`+listed+`)) ORDER BY session, key`, w.args...).Query(func(rows pgx.Rows) error {
+				var err error
+				locks, err = scanLocks(rows)
+				return err
+			})
+		}
 	})
-	return found, err
+	if err != nil || t.write {
+		return found, err
+	}
+	if t.sessionLocks == nil {
+		t.sessionLocks = make(map[string][]store.Lock, len(found))
+	}
+	for _, s := range found {
+		t.sessionLocks[s.ID] = nil
+	}
+	for _, l := range locks {
+		t.sessionLocks[l.Session] = append(t.sessionLocks[l.Session], l)
+	}
+	return found, nil
 }
 
 // EndedSessions finds candidates, then locks them and reads them again,

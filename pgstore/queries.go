@@ -10,7 +10,7 @@ import (
 type queries struct {
 	takeLocks, takeLocksInOrder, draw, startDraw string
 
-	lock, related, locksAhead, sessionLocks, locksByRef, expiredLocks string
+	lock, related, relatedHolders, locksAhead, sessionLocks, locksByRef, expiredLocks string
 
 	session, checkSession                     string
 	sessionsByID, idleSessions, endedSessions string
@@ -104,6 +104,16 @@ func newQueries(schema string) queries {
 			UNION ALL
 			SELECT ` + lockCols + ` FROM ` + s + `.locks WHERE key >= $2 AND key < $3
 			ORDER BY key, session`,
+		// related for a read, which reads each holder's record next to
+		// tell whether its lock still counts: the records come with the
+		// rows, as in locksAhead.
+		relatedHolders: `SELECT l.*, h.* FROM (
+				SELECT ` + lockCols + ` FROM ` + s + `.locks WHERE key = ANY($1::text[])
+				UNION ALL
+				SELECT ` + lockCols + ` FROM ` + s + `.locks WHERE key >= $2 AND key < $3
+			) l LEFT JOIN LATERAL (SELECT xmin::text, ` + sessionCols + ` FROM ` + s + `.sessions
+				WHERE id = l.session LIMIT 1) h ON true
+			ORDER BY l.key, l.session`,
 		// related for many keys at once (the exact list of every key and
 		// ancestor, and one range per key) and the locks of many sessions,
 		// in one statement. A row may come more than once. Each row of
@@ -170,7 +180,7 @@ const readMark = "/* read */ "
 func (q queries) forReads() queries {
 	for _, stmt := range []*string{
 		&q.takeLocks, &q.takeLocksInOrder, &q.draw, &q.startDraw,
-		&q.lock, &q.related, &q.locksAhead, &q.sessionLocks, &q.locksByRef, &q.expiredLocks,
+		&q.lock, &q.related, &q.relatedHolders, &q.locksAhead, &q.sessionLocks, &q.locksByRef, &q.expiredLocks,
 		&q.session, &q.checkSession, &q.sessionsByID, &q.idleSessions, &q.endedSessions, &q.catchUpIdle,
 		&q.startRead, &q.aggregates, &q.aggregatesOf, &q.allAggregates, &q.putAggregate, &q.deleteAggregate,
 		&q.lost, &q.sessionsLost, &q.lostBefore, &q.pruneAudit,

@@ -241,11 +241,12 @@ func TestPrepareReadsHolders(t *testing.T) {
 	}
 }
 
-// Listing locks shows who holds each, and listing sessions shows how many
-// locks each holds; the Manager judges both from the holders' records and
-// the sessions' lock rows, which a read gets with its listing rather than
-// in a round trip each: the transaction's start, the listing and its end. A holder that went idle is judged as before: its
-// locks and its session are left out.
+// Listing locks, or the locks related to a key, shows who holds each, and
+// listing sessions shows how many locks each holds; the Manager judges
+// both from the holders' records and the sessions' lock rows, which a
+// read gets with its listing rather than in a round trip each: the
+// transaction's start, the listing and its end. A holder that went idle
+// is judged as before: its locks and its session are left out.
 func TestListingsReadWhatTheyShowWithTheirRows(t *testing.T) {
 	t.Parallel()
 	schema := newSchema(t, testPool(t))
@@ -291,6 +292,13 @@ func TestListingsReadWhatTheyShowWithTheirRows(t *testing.T) {
 		}, 2 * (sessions - 1)},
 		{"locks under a prefix", func() (int, error) {
 			page, err := m.Locks(ctx, holdfast.LockQuery{Prefix: "order/"})
+			if err != nil {
+				return 0, err
+			}
+			return len(page.Locks), nil
+		}, 2 * (sessions - 1)},
+		{"locks related to a key", func() (int, error) {
+			page, err := m.Locks(ctx, holdfast.LockQuery{Key: "order"})
 			if err != nil {
 				return 0, err
 			}

@@ -461,12 +461,24 @@ func (t *tx) Related(key string, fn func(store.Lock) bool) error {
 	}
 	var found []store.Lock
 	err := t.exchange(func(b *pgx.Batch) {
+		if !t.write {
+			b.Queue(t.q.relatedHolders, ancestorsAndSelf(key), key+"/", key+"0").Query(func(rows pgx.Rows) error {
+				var (
+					holders map[string]versionedSession
+					err     error
+				)
+				found, holders, err = scanLocksAndHolders(rows)
+				t.addHolders(holders)
+				return err
+			})
+			return
+		}
 		b.Queue(t.q.related, ancestorsAndSelf(key), key+"/", key+"0").Query(func(rows pgx.Rows) error {
 			var err error
 			found, err = scanLocks(rows)
 			return err
 		})
-		if t.write && len(t.tokens) == 0 {
+		if len(t.tokens) == 0 {
 			// An acquire asks for a token next; draw it now, after the
 			// key's locks.
 			t.drawAhead(1, 0)
@@ -586,7 +598,7 @@ func (t *tx) Locks(q store.LockQuery) ([]store.Lock, error) {
 	// records come with the rows, from the same snapshot, rather than in a
 	// round trip each.
 	sql = t.q.mark + `SELECT l.*, h.* FROM (` + sql + `) l
-		LEFT JOIN LATERAL (SELECT xmin::text, ` + sessionCols + ` FROM ` + t.q.schema + `.sessions WHERE id = l.session) h ON true
+		LEFT JOIN LATERAL (SELECT xmin::text, ` + sessionCols + ` FROM ` + t.q.schema + `.sessions WHERE id = l.session LIMIT 1) h ON true
 		ORDER BY l.key, l.session`
 	var (
 		found   []store.Lock

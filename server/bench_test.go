@@ -14,6 +14,7 @@ import (
 	"sync/atomic"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/holdfast/holdfast"
 	"github.com/holdfast/holdfast/memstore"
@@ -163,17 +164,23 @@ func BenchmarkHeartbeat(b *testing.B) {
 	})
 }
 
-// BenchmarkBatchHeartbeat is 1000 heartbeats per /v1/batch.
+// BenchmarkBatchHeartbeat is 1000 heartbeats per /v1/batch, of sessions
+// without an idle timeout and of sessions with one, as editors' are.
 func BenchmarkBatchHeartbeat(b *testing.B) {
-	h := benchServer(b)
-	ops := make([]map[string]any, 1000)
-	for i := range ops {
-		ops[i] = map[string]any{"op": "heartbeat", "body": holdfast.HeartbeatRequest{Session: fmt.Sprintf("session-%d", i)}}
-	}
-	body := mustJSON(b, map[string]any{"ops": ops})
-	b.ReportAllocs()
-	reportCPU(b, len(ops), "session")
-	for b.Loop() {
-		post(b, h, "/v1/batch", body)
+	for _, idle := range []time.Duration{0, 5 * time.Minute} {
+		b.Run("idle="+idle.String(), func(b *testing.B) {
+			h := benchServer(b)
+			ops := make([]map[string]any, 1000)
+			for i := range ops {
+				ops[i] = map[string]any{"op": "heartbeat", "body": holdfast.HeartbeatRequest{
+					Session: fmt.Sprintf("session-%d", i), IdleTimeout: holdfast.Duration(idle)}}
+			}
+			body := mustJSON(b, map[string]any{"ops": ops})
+			b.ReportAllocs()
+			reportCPU(b, len(ops), "session")
+			for b.Loop() {
+				post(b, h, "/v1/batch", body)
+			}
+		})
 	}
 }

@@ -168,6 +168,34 @@ func (m *Manager) EndSession(ctx context.Context, req EndSessionRequest) (*EndSe
 	return res, nil
 }
 
+// heldLocks counts the unexpired locks of each of sessions; a session
+// holding none has no entry.
+func (o *readOp) heldLocks(sessions []store.Session) (map[string]int, error) {
+	if len(sessions) == 0 {
+		return nil, nil
+	}
+	if c, ok := o.rtx.(store.LockCounter); ok {
+		ids := make([]string, len(sessions))
+		for i, s := range sessions {
+			ids[i] = s.ID
+		}
+		return c.CountLocks(ids, o.now)
+	}
+	held := make(map[string]int, len(sessions))
+	for _, s := range sessions {
+		locks, err := o.rtx.SessionLocks(s.ID)
+		if err != nil {
+			return nil, err
+		}
+		for _, l := range locks {
+			if l.ExpiresAt.After(o.now) {
+				held[s.ID]++
+			}
+		}
+	}
+	return held, nil
+}
+
 // Sessions lists live sessions, sorted by id.
 func (m *Manager) Sessions(ctx context.Context, q SessionQuery) (*SessionPage, error) {
 	limit, err := pageSize(q.Limit)
@@ -213,19 +241,13 @@ func (m *Manager) Sessions(ctx context.Context, q SessionQuery) (*SessionPage, e
 			next := live[limit-1].ID
 			page.Next = &next
 		}
+		held, err := o.heldLocks(live)
+		if err != nil {
+			return err
+		}
 		expires := make([]Time, len(live))
 		for i, s := range live {
-			locks, err := o.rtx.SessionLocks(s.ID)
-			if err != nil {
-				return err
-			}
-			held := 0
-			for _, l := range locks {
-				if l.ExpiresAt.After(o.now) {
-					held++
-				}
-			}
-			page.Sessions = append(page.Sessions, o.sessionInfo(s, held, &expires[i]))
+			page.Sessions = append(page.Sessions, o.sessionInfo(s, held[s.ID], &expires[i]))
 		}
 		return nil
 	})

@@ -10,7 +10,7 @@ import (
 type queries struct {
 	takeLocks, takeLocksInOrder, draw, startDraw string
 
-	lock, related, relatedHolders, locksAhead, sessionLocks, locksByRef, expiredLocks string
+	lock, related, relatedHolders, locksAhead, sessionLocks, countLocks, locksByRef, expiredLocks string
 
 	session, checkSession                     string
 	sessionsByID, idleSessions, endedSessions string
@@ -134,6 +134,8 @@ func newQueries(schema string) queries {
 			) l LEFT JOIN LATERAL (SELECT xmin::text, ` + sessionCols + ` FROM ` + s + `.sessions
 				WHERE id = l.session AND id <> ALL(coalesce($4::text[], '{}')) LIMIT 1) h ON true`,
 		sessionLocks: `SELECT ` + lockCols + ` FROM ` + s + `.locks WHERE session = $1 ORDER BY key`,
+		countLocks: `SELECT session, count(*) FROM ` + s + `.locks
+			WHERE session = ANY($1::text[]) AND expires_at > $2 GROUP BY session`,
 		locksByRef: `SELECT ` + lockCols + ` FROM ` + s + `.locks
 			WHERE (key, session) IN (SELECT * FROM unnest($1::text[], $2::text[])) AND expires_at <= $3
 			ORDER BY expires_at, key, session`,
@@ -180,7 +182,7 @@ const readMark = "/* read */ "
 func (q queries) forReads() queries {
 	for _, stmt := range []*string{
 		&q.takeLocks, &q.takeLocksInOrder, &q.draw, &q.startDraw,
-		&q.lock, &q.related, &q.relatedHolders, &q.locksAhead, &q.sessionLocks, &q.locksByRef, &q.expiredLocks,
+		&q.lock, &q.related, &q.relatedHolders, &q.locksAhead, &q.sessionLocks, &q.countLocks, &q.locksByRef, &q.expiredLocks,
 		&q.session, &q.checkSession, &q.sessionsByID, &q.idleSessions, &q.endedSessions, &q.catchUpIdle,
 		&q.startRead, &q.aggregates, &q.aggregatesOf, &q.allAggregates, &q.putAggregate, &q.deleteAggregate,
 		&q.lost, &q.sessionsLost, &q.lostBefore, &q.pruneAudit,

@@ -64,10 +64,6 @@ type tx struct {
 	// but without the sessions' locks, with their row versions: what
 	// Session answers for a session it does not lock (see tx.seen).
 	holders map[string]versionedSession
-	// sessionLocks are, in a read transaction, the lock rows of the
-	// sessions its listings read, from its snapshot: what SessionLocks
-	// answers for them. A listed session without locks has a nil entry.
-	sessionLocks map[string][]store.Lock
 
 	// sessions are session records read or written while this
 	// transaction holds their session lock, with its own writes applied.
@@ -467,8 +463,9 @@ func (t *tx) Related(key string, fn func(store.Lock) bool) error {
 					holders map[string]versionedSession
 					err     error
 				)
-				found, holders, err = scanLocksAndHolders(rows)
-				t.addHolders(holders)
+				if found, holders, err = scanLocksAndHolders(rows); err == nil {
+					t.addHolders(holders)
+				}
 				return err
 			})
 			return
@@ -508,9 +505,6 @@ func (t *tx) Related(key string, fn func(store.Lock) bool) error {
 func (t *tx) SessionLocks(session string) ([]store.Lock, error) {
 	if t.fullSessions[session] {
 		return t.rows.ofSession(session), t.err
-	}
-	if locks, ok := t.sessionLocks[session]; ok {
-		return slices.Clone(locks), t.err
 	}
 	t.lockSession(session)
 	var found []store.Lock
@@ -704,43 +698,44 @@ func (t *tx) Sessions(q store.SessionQuery) ([]store.Session, error) {
 	if q.User != "" {
 		w.add("user_id = ?", q.User)
 	}
-	listed := ` FROM ` + t.q.schema + `.sessions` + w.String() + ` ORDER BY id LIMIT ` + w.arg(limitOf(q.Limit))
-	var (
-		found []store.Session
-		locks []store.Lock
-	)
+	sql := t.q.mark + `SELECT ` + sessionCols + ` FROM ` + t.q.schema + `.sessions` + w.String() +
+		` ORDER BY id LIMIT ` + w.arg(limitOf(q.Limit))
+	var found []store.Session
 	err := t.exchange(func(b *pgx.Batch) {
-		b.Queue(t.q.mark+`SELECT `+sessionCols+listed, w.args...).Query(func(rows pgx.Rows) error {
+		b.Queue(sql, w.args...).Query(func(rows pgx.Rows) error {
 			var err error
 			found, err = scanSessions(rows)
 			return err
 		})
-		if !t.write {
-			// A read lists sessions to show them with their locks: those
-			// come in the same round trip, from the same snapshot, rather
-			// than in a round trip each. (The sweep's write lists sessions
-			// to forget the few that hold none.)
-			b.Queue(t.q.mark+`SELECT `+lockCols+` FROM `+t.q.schema+`.locks
-				WHERE session = ANY(ARRAY(SELECT id`+listed+`)) ORDER BY session, key`, w.args...).Query(func(rows pgx.Rows) error {
-				var err error
-				locks, err = scanLocks(rows)
-				return err
-			})
-		}
 	})
-	if err != nil || t.write {
-		return found, err
+	return found, err
+}
+
+// CountLocks counts the sessions' locks in the database, which sends a
+// row per session rather than per lock (see store.LockCounter). A write
+// counts under the sessions' locks, after its own queued writes, as
+// SessionLocks reads.
+func (t *tx) CountLocks(sessions []string, after time.Time) (map[string]int, error) {
+	for _, id := range sessions {
+		t.lockSession(id)
 	}
-	if t.sessionLocks == nil {
-		t.sessionLocks = make(map[string][]store.Lock, len(found))
-	}
-	for _, s := range found {
-		t.sessionLocks[s.ID] = nil
-	}
-	for _, l := range locks {
-		t.sessionLocks[l.Session] = append(t.sessionLocks[l.Session], l)
-	}
-	return found, nil
+	counts := make(map[string]int, len(sessions))
+	err := t.exchange(func(b *pgx.Batch) {
+		b.Queue(t.q.countLocks, sessions, after).Query(func(rows pgx.Rows) error {
+			for rows.Next() {
+				var (
+					id string
+					n  int
+				)
+				if err := rows.Scan(&id, &n); err != nil {
+					return err
+				}
+				counts[id] = n
+			}
+			return rows.Err()
+		})
+	})
+	return counts, err
 }
 
 // EndedSessions finds candidates, then locks them and reads them again,

@@ -163,3 +163,15 @@ type Merger interface {
 type Preparer interface {
 	Prepare(keys, sessions, reporting []string) error
 }
+
+// LockCounter is implemented by a ReadTx that can count locks without
+// reading them. A listing of sessions shows how many locks each holds;
+// a store whose reads cost a round trip each counts those of the whole
+// page at once, and sends counts rather than every lock row. A ReadTx
+// without it gets SessionLocks for each session.
+type LockCounter interface {
+	// CountLocks returns, for each of sessions holding a lock with
+	// ExpiresAt after the given time, how many it holds. A session
+	// holding none has no entry.
+	CountLocks(sessions []string, after time.Time) (map[string]int, error)
+}

@@ -168,6 +168,9 @@ func testExpiredSkippedAcrossPages(e *env) {
 func testSessionsListing(e *env) {
 	e.grant(exclusive("order/1", tab("u-bob", "s-b1")))
 	e.grant(exclusive("order/2", tab("u-bob", "s-b1")))
+	brief := exclusive("order/6", tab("u-bob", "s-b1"))
+	brief.TTL = holdfast.Duration(30 * time.Second)
+	e.grant(brief) // expired by the listing: not counted
 	e.advance(time.Minute)
 	e.idleAcquire("order/3", tab("u-bob", "s-b2"))
 	e.grant(exclusive("order/4", owner("carol")))

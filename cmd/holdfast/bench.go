@@ -34,8 +34,9 @@ with each holdfast acquire's p50 divided by that sync's p50 plus the
 ceiling's acquire p50.
 
 The heartbeat workload's sessions ask for --idle-timeout with every
-heartbeat, as an editor's client does; --idle-timeout 0 measures sessions
-without one.
+heartbeat, as an editor's client does (at least 1m, so that none idles
+out between its heartbeats); --idle-timeout 0 measures sessions without
+one.
 
 Example:
   holdfast bench --postgres postgres://postgres@127.0.0.1:5432/test \
@@ -110,8 +111,10 @@ func checkBenchFlags(cfg *bench.Config) error {
 		return usagef("bench: --coalesce must be positive")
 	case cfg.Sessions < 1:
 		return usagef("bench: --sessions must be at least 1")
-	case cfg.IdleTimeout < 0:
-		return usagef("bench: --idle-timeout must not be negative (0: none)")
+	case cfg.IdleTimeout < 0 || cfg.IdleTimeout > 0 && cfg.IdleTimeout < time.Minute:
+		// Shorter, a session could idle out between two of its heartbeats
+		// and end the run with an error.
+		return usagef("bench: --idle-timeout must be 0 (none) or at least 1m")
 	case cfg.ScaleLocks < 1:
 		return usagef("bench: --scale-locks must be at least 1")
 	case cfg.PostgresConns < 0:

@@ -105,6 +105,7 @@ func TestBenchRefusesFlagsThatCannotRun(t *testing.T) {
 		{"--coalesce", "0"},
 		{"--sessions", "0"},
 		{"--idle-timeout", "-1s"},
+		{"--idle-timeout", "5s"},
 		{"--scale-locks", "0"},
 		{"--postgres-conns", "-1"},
 		{"--workloads", "cycle,nope"},

@@ -52,10 +52,10 @@ func TestPlansUseIndexesOnANewSchema(t *testing.T) {
 	defer m.Close()
 
 	ctx := t.Context()
-	// More live sessions than the forget sweep lists at once, so that the
-	// sweeps send its listing of later pages (id > $after) too.
+	// More live sessions than the forget sweep lists at once (1000), so
+	// that the sweeps send its listing of later pages (id > $after) too.
 	if _, err := shared.Exec(ctx, `INSERT INTO `+schema+`.sessions (id, last_seen)
-		SELECT 'bulk-' || lpad(i::text, 4, '0'), now() FROM generate_series(1, 1000) AS i`); err != nil {
+		SELECT 'bulk-' || lpad(i::text, 4, '0'), now() FROM generate_series(1, 1500) AS i`); err != nil {
 		t.Fatal(err)
 	}
 	keys, o := []string{"order/1"}, holdfast.Owner{Session: "s-1", User: "u-1"}

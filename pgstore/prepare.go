@@ -266,9 +266,10 @@ func (t *tx) addHolders(holders map[string]versionedSession) {
 	}
 }
 
-// scanLocksAndHolders reads the rows of locksAhead: the locks, and the
-// records of the sessions holding them that the transaction does not
-// read under their locks.
+// scanLocksAndHolders reads rows of lock columns followed by a holder's
+// record (locksAhead, relatedHolders, a read's listing of locks): the
+// locks, and the records of the sessions holding them that the
+// transaction does not read under their locks.
 func scanLocksAndHolders(rows pgx.Rows) ([]store.Lock, map[string]versionedSession, error) {
 	var (
 		out     []store.Lock
@@ -287,8 +288,8 @@ func scanLocksAndHolders(rows pgx.Rows) ([]store.Lock, map[string]versionedSessi
 		out = append(out, l)
 		if id == nil {
 			// One of the transaction's own sessions, which it reads
-			// under their locks, or one with no record, which Session
-			// reads in a round trip of its own.
+			// under their locks (locksAhead), or one with no record,
+			// which Session reads in a round trip of its own.
 			continue
 		}
 		if holders == nil {

@@ -61,9 +61,20 @@ const (
 // custom one and plan some statements anew on every call. Never parallel:
 // once a table passes a few megabytes (dead rows count), PostgreSQL would
 // start workers for a lookup of a few rows, and every transaction would
-// wait milliseconds for them.
+// wait milliseconds for them. Never compiled (noJIT).
 const plannerSettings = `set_config('enable_seqscan', 'off', true), set_config('enable_bitmapscan', 'off', true),
-	set_config('plan_cache_mode', 'force_generic_plan', true), set_config('max_parallel_workers_per_gather', '0', true)`
+	set_config('plan_cache_mode', 'force_generic_plan', true), set_config('max_parallel_workers_per_gather', '0', true),
+	` + noJIT
+
+// noJIT turns off PostgreSQL's JIT compilation for the rest of a
+// transaction, reads' and writes' alike. It compiles a statement whose
+// estimated cost passes jit_above_cost (100,000 by default) on every
+// execution, in milliseconds, to save microseconds on a few rows. The
+// estimates grow with the tables' pages, dead rows included: after a
+// minute of contended acquires the generic plan of a group's read-ahead
+// passed it, and every heartbeat over that schema took five times as long
+// (docs/POSTGRES.md, "JIT").
+const noJIT = `set_config('jit', 'off', true)`
 
 func newQueries(schema string) queries {
 	s := quote(schema)
@@ -95,7 +106,7 @@ func newQueries(schema string) queries {
 			now(), EXISTS (SELECT FROM ` + s + `.aggregates), a.members, a.roots
 			FROM (SELECT array_agg(member) AS members, array_agg(root) AS roots
 				FROM ` + s + `.aggregates WHERE member = ANY($3::text[])) a`,
-		startRead: `SELECT now(), EXISTS (SELECT FROM ` + s + `.aggregates)`,
+		startRead: `SELECT now(), EXISTS (SELECT FROM ` + s + `.aggregates), ` + noJIT,
 
 		lock: `SELECT ` + lockCols + ` FROM ` + s + `.locks WHERE key = $1 AND session = $2`,
 		// The key itself and its ancestors by the exact list, descendants

@@ -163,7 +163,7 @@ func (t *tx) start(b *pgx.Batch) {
 	t.flush(b)
 	b.Queue(t.q.startRead).QueryRow(func(row pgx.Row) error {
 		var anyAggregates bool
-		if err := row.Scan(&t.now, &anyAggregates); err != nil {
+		if err := row.Scan(&t.now, &anyAggregates, nil); err != nil {
 			return err
 		}
 		t.began(anyAggregates)

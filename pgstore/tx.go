@@ -711,6 +711,8 @@ func (t *tx) Sessions(q store.SessionQuery) ([]store.Session, error) {
 	return found, err
 }
 
+var _ store.LockCounter = (*tx)(nil)
+
 // CountLocks counts the sessions' locks in the database, which sends a
 // row per session rather than per lock (see store.LockCounter). A write
 // counts under the sessions' locks, after its own queued writes, as

@@ -172,6 +172,7 @@ type Preparer interface {
 type LockCounter interface {
 	// CountLocks returns, for each of sessions holding a lock with
 	// ExpiresAt after the given time, how many it holds. A session
-	// holding none has no entry.
+	// holding none has no entry. In a write transaction the counts
+	// include the transaction's own writes so far.
 	CountLocks(sessions []string, after time.Time) (map[string]int, error)
 }

@@ -1,7 +1,9 @@
 package storetest
 
 import (
+	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"time"
 
@@ -171,6 +173,9 @@ func testSessionsListing(e *env) {
 	brief := exclusive("order/6", tab("u-bob", "s-b1"))
 	brief.TTL = holdfast.Duration(30 * time.Second)
 	e.grant(brief) // expired by the listing: not counted
+	edge := exclusive("order/7", tab("u-bob", "s-b1"))
+	edge.TTL = holdfast.Duration(time.Minute)
+	e.grant(edge) // expires the instant of the listing: not counted either
 	e.advance(time.Minute)
 	e.idleAcquire("order/3", tab("u-bob", "s-b2"))
 	e.grant(exclusive("order/4", owner("carol")))
@@ -219,5 +224,35 @@ func testSessionsListing(e *env) {
 	}
 	if got := ids(page.Sessions); !slices.Equal(got, []string{"s-carol"}) || page.Next != nil {
 		e.t.Fatalf("second page of 3: %v next %v", got, page.Next)
+	}
+
+	// In a batch the listing runs in the batch's transaction, and counts
+	// the locks the batch has granted before it.
+	var (
+		inBatch  *holdfast.SessionPage
+		batchErr error
+	)
+	err = e.m.Batch(e.t.Context(), func(ctx context.Context) {
+		inBatch = nil
+		if _, batchErr = e.m.Acquire(ctx, exclusive("order/8", owner("carol"))); batchErr != nil {
+			return
+		}
+		if _, batchErr = e.m.Release(ctx, holdfast.ReleaseRequest{Keys: []string{"order/1"}, Session: "s-b1"}); batchErr != nil {
+			return
+		}
+		inBatch, batchErr = e.m.Sessions(ctx, holdfast.SessionQuery{})
+	})
+	if err == nil {
+		err = batchErr
+	}
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	held := map[string]int{}
+	for _, s := range inBatch.Sessions {
+		held[s.ID] = s.Locks
+	}
+	if want := map[string]int{"s-a": 0, "s-b1": 1, "s-b2": 1, "s-carol": 2}; !maps.Equal(held, want) {
+		e.t.Fatalf("locks held, listed in a batch after granting order/8 to carol and releasing bob's order/1: %v, want %v", held, want)
 	}
 }

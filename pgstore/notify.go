@@ -100,7 +100,14 @@ func (s *Store) Listen(ctx context.Context, fn func([]store.AuditEntry)) error {
 }
 
 func (s *Store) listenOnce(ctx context.Context, fn func([]store.AuditEntry)) error {
-	conn, err := pgx.ConnectConfig(ctx, s.pool.Config().ConnConfig.Copy())
+	cfg := s.pool.Config().ConnConfig.Copy()
+	// The listener reads entries outside any of the store's transactions,
+	// so it turns JIT off for its whole connection (docs/POSTGRES.md, "JIT").
+	if cfg.RuntimeParams == nil {
+		cfg.RuntimeParams = map[string]string{}
+	}
+	cfg.RuntimeParams["jit"] = "off"
+	conn, err := pgx.ConnectConfig(ctx, cfg)
 	if err != nil {
 		return fmt.Errorf("pgstore: listen: connect: %w", err)
 	}

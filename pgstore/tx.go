@@ -147,7 +147,8 @@ func (t *tx) batch() *pgx.Batch {
 // start opens the transaction at the head of its first round trip: BEGIN,
 // the locks and writes so far, then the transaction's start time, the
 // clock of every decision it takes (one instant, on the clock every
-// server shares), and whether any aggregate is mapped. A write
+// server shares), and whether any aggregate is mapped; a read's statement
+// also turns JIT off, as the writes' planner settings do. A write
 // transaction reads those with its first draws, at the end of the round
 // trip, and draws an audit id ahead, since most append one.
 func (t *tx) start(b *pgx.Batch) {

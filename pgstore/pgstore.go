@@ -16,6 +16,7 @@ package pgstore
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
@@ -42,7 +43,20 @@ type Config struct {
 	// notify.go). It costs one NOTIFY per such commit, which PostgreSQL
 	// serialises across the database, so a single server leaves it off.
 	Notify bool
+	// Timeout bounds each transaction, from taking a connection to its
+	// commit, retries included: a database that stops answering without
+	// closing its connections (a network partition, a hung host) fails
+	// the operation with store.ErrUnavailable after this long, instead of
+	// holding its caller until the operating system gives up on the
+	// connection. Default DefaultTimeout; negative: only ctx bounds it.
+	Timeout time.Duration
 }
+
+// DefaultTimeout is Config.Timeout's default: well above what any
+// transaction of the store takes on a database that answers (a batch of
+// a thousand keys takes milliseconds), well below what a person waits for
+// before giving up on a click.
+const DefaultTimeout = 5 * time.Second
 
 // Store is the PostgreSQL store.Store. It does not own its pool.
 type Store struct {
@@ -56,6 +70,10 @@ type Store struct {
 	// notifications from others'.
 	notify   bool
 	instance string
+	// timeout and timedOut: see Config.Timeout; timedOut is the cause of
+	// a transaction's context that ran out of it.
+	timeout  time.Duration
+	timedOut error
 }
 
 var _ store.Store = (*Store)(nil)
@@ -68,6 +86,9 @@ func New(ctx context.Context, pool *pgxpool.Pool, cfg Config) (*Store, error) {
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
+	}
+	if cfg.Timeout == 0 {
+		cfg.Timeout = DefaultTimeout
 	}
 	if err := validateSchema(cfg.Schema); err != nil {
 		return nil, err
@@ -85,7 +106,26 @@ func New(ctx context.Context, pool *pgxpool.Pool, cfg Config) (*Store, error) {
 		log:      cfg.Logger,
 		notify:   cfg.Notify,
 		instance: newInstanceID(),
+		timeout:  cfg.Timeout,
+		timedOut: fmt.Errorf("pgstore: %w: PostgreSQL did not answer within %s", store.ErrUnavailable, cfg.Timeout),
 	}, nil
+}
+
+// bound gives a transaction its share of Config.Timeout.
+func (s *Store) bound(ctx context.Context) (context.Context, context.CancelFunc) {
+	if s.timeout < 0 {
+		return ctx, func() {}
+	}
+	return context.WithTimeoutCause(ctx, s.timeout, s.timedOut)
+}
+
+// timeoutOf says, of a transaction's err, that it ran out of Config.Timeout
+// rather than its caller's patience, which the caller knows of already.
+func (s *Store) timeoutOf(ctx context.Context, err error) error {
+	if err != nil && context.Cause(ctx) == s.timedOut && !errors.Is(err, store.ErrUnavailable) {
+		return fmt.Errorf("%w (%w)", s.timedOut, err)
+	}
+	return err
 }
 
 // maxAttempts bounds how often Update runs fn when transactions keep
@@ -100,6 +140,8 @@ func (s *Store) Update(ctx context.Context, fn func(store.Tx) error) error {
 	if err := s.usable(ctx); err != nil {
 		return err
 	}
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
 	var learned map[int64]bool
 	for attempt := 1; ; attempt++ {
 		t, err := s.begin(ctx, true, learned)
@@ -111,7 +153,7 @@ func (s *Store) Update(ctx context.Context, fn func(store.Tx) error) error {
 			t.close()
 		}
 		if !isRetry(err) {
-			return classify(err)
+			return classify(s.timeoutOf(ctx, err))
 		}
 		if attempt == maxAttempts {
 			s.log.Warn("pgstore: transaction keeps colliding; giving up", slog.Int("attempts", attempt), slog.Any("err", err))
@@ -141,16 +183,18 @@ func (s *Store) View(ctx context.Context, fn func(store.ReadTx) error) error {
 	if err := s.usable(ctx); err != nil {
 		return err
 	}
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
 	t, err := s.begin(ctx, false, nil)
 	if err != nil {
-		return classify(err)
+		return classify(s.timeoutOf(ctx, err))
 	}
 	defer t.close()
 	err = t.run(func() error { return fn(t) })
 	if err == nil {
 		err = t.commit()
 	}
-	return classify(err)
+	return classify(s.timeoutOf(ctx, err))
 }
 
 // pingTimeout bounds Ping, so a readiness probe answers while the

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/url"
+	"strings"
 	"testing"
 	"time"
 
@@ -72,6 +73,66 @@ func TestUnreachableDatabaseIsUnavailable(t *testing.T) {
 	}
 	if err := write(); err != nil {
 		t.Fatalf("Update once the database is back: %v", err)
+	}
+}
+
+// When the database stops answering without closing its connections (a
+// network partition, a hung host), every call fails with
+// store.ErrUnavailable once Config.Timeout has passed, not when the
+// caller gives up, and the store serves again once the database answers.
+func TestHungDatabaseIsUnavailable(t *testing.T) {
+	t.Parallel()
+	pool := testPool(t)
+	schema := newSchema(t, pool)
+	u, err := url.Parse(pgtest.SharedDSN(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := tcpproxy.New(t, u.Host)
+	u.Host = p.Addr()
+	viaProxy, err := pgxpool.New(t.Context(), u.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer viaProxy.Close()
+	s, err := pgstore.New(t.Context(), viaProxy, pgstore.Config{Schema: schema, Logger: quiet, Timeout: 300 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	write := func(ctx context.Context) error {
+		return s.Update(ctx, func(tx store.Tx) error {
+			return tx.PutAggregate(store.Aggregate{Member: "asset/9", Root: "lease/3"})
+		})
+	}
+	read := func(ctx context.Context) error {
+		return s.View(ctx, func(tx store.ReadTx) error { _, _, err := tx.Aggregate("asset/9"); return err })
+	}
+	if err := write(t.Context()); err != nil {
+		t.Fatalf("Update through the proxy: %v", err)
+	}
+
+	p.Stall()
+	// The callers would wait far longer: the store's own bound must end
+	// their calls, and say so.
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	for name, call := range map[string]func(context.Context) error{"Update": write, "View": read} {
+		err := call(ctx)
+		if !errors.Is(err, store.ErrUnavailable) || !strings.Contains(err.Error(), "did not answer within 300ms") {
+			t.Errorf("%s with the database hung = %v, want ErrUnavailable saying how long it waited", name, err)
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("%s returned only when its caller gave up", name)
+		}
+	}
+
+	p.Restore()
+	if err := write(ctx); err != nil {
+		t.Fatalf("Update once the database answers again: %v", err)
+	}
+	if err := read(ctx); err != nil {
+		t.Fatalf("View once the database answers again: %v", err)
 	}
 }
 

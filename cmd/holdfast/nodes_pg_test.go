@@ -7,6 +7,8 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"slices"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -353,6 +355,74 @@ func TestNodeUnreachableDatabase(t *testing.T) {
 	}
 	if _, err := acquire(c, "policy/2", "after"); err != nil {
 		t.Fatalf("acquire of a free key after the outage: %v", err)
+	}
+}
+
+// While PostgreSQL stops answering without closing its connections (a
+// network partition, a hung host), requests end with 503 unavailable and
+// Retry-After once --store-timeout has passed, saying so, rather than
+// when their clients give up; /readyz says 503; the server serves again
+// by itself once the database answers.
+func TestNodeHungDatabase(t *testing.T) {
+	t.Parallel()
+	dsn := pgtest.SharedDSN(t)
+	schema := migratedSchema(t, dsn)
+	u, err := url.Parse(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy := tcpproxy.New(t, u.Host)
+	u.Host = proxy.Addr()
+	node := startServe(t, u.String(), "--schema", schema, "--sweep-interval", "50ms", "--log-level", "warn", "--store-timeout", "500ms")
+	c := newClient(t, node.url)
+	if _, err := acquire(c, "policy/1", "before"); err != nil {
+		t.Fatal(err)
+	}
+
+	proxy.Stall()
+	// More callers than the pool has connections, so that some wait for
+	// one, and more than one group of operations is under way.
+	var wg sync.WaitGroup
+	errs := make([]error, 16)
+	took := make([]time.Duration, len(errs))
+	for i := range errs {
+		wg.Go(func() {
+			start := time.Now()
+			_, errs[i] = acquire(c, fmt.Sprintf("policy/%d", i), fmt.Sprintf("during-%d", i))
+			took[i] = time.Since(start)
+		})
+	}
+	wg.Wait()
+	for i, err := range errs {
+		var un *holdfast.UnavailableError
+		if !errors.As(err, &un) || un.RetryAfter <= 0 || !strings.Contains(err.Error(), "did not answer within 500ms") {
+			t.Errorf("acquire %d with the database hung: %v, want 503 unavailable with Retry-After saying how long the server waited", i, err)
+		}
+	}
+	t.Logf("503s after %v (the longest %v)", took, slices.Max(took))
+	if code, h := get(node.url + "/readyz"); code != http.StatusServiceUnavailable || h.Get("Retry-After") == "" {
+		t.Errorf("/readyz with the database hung: %d, Retry-After %q; want 503 with Retry-After", code, h.Get("Retry-After"))
+	}
+
+	proxy.Restore()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		code, _ := get(node.url + "/readyz")
+		if code == http.StatusOK {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("/readyz still %d 20s after the database answered again", code)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	_, err = acquire(c, "policy/1", "after")
+	var locked *holdfast.LockedError
+	if !errors.As(err, &locked) || locked.Conflicts[0].Holders[0].Owner.Session != "before" {
+		t.Fatalf("acquire after the stall: %v; want it refused, held by the session granted before it", err)
+	}
+	if _, err := acquire(c, "policy/2", "after"); err != nil {
+		t.Fatalf("acquire of a free key after the stall: %v", err)
 	}
 }
 

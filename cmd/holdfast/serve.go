@@ -301,7 +301,7 @@ func openPostgres(ctx context.Context, cfg config.Config, log *slog.Logger) (sto
 		}
 		log.Info("schema migrated", "schema", cfg.Schema, "version", pgstore.SchemaVersion)
 	}
-	st, err := pgstore.New(ctx, pool, pgstore.Config{Schema: cfg.Schema, Logger: log, Notify: true})
+	st, err := pgstore.New(ctx, pool, pgstore.Config{Schema: cfg.Schema, Logger: log, Notify: true, Timeout: time.Duration(cfg.StoreTimeout)})
 	if err != nil {
 		pool.Close()
 		return nil, nil, err

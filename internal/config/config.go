@@ -35,6 +35,7 @@ const (
 	DefaultLogFormat       = "text"
 	DefaultLogLevel        = "info"
 	DefaultSchema          = "holdfast"
+	DefaultStoreTimeout    = 5 * time.Second
 )
 
 // Config is everything holdfast serve can be told. The toml tags are the
@@ -51,6 +52,9 @@ type Config struct {
 	// Schema is the PostgreSQL schema of holdfast's tables; only a
 	// postgres:// store uses it.
 	Schema string `toml:"schema"`
+	// StoreTimeout bounds each transaction on PostgreSQL: a database that
+	// stops answering fails requests with 503 after this long.
+	StoreTimeout Duration `toml:"store_timeout"`
 	// MigrateOnStart creates or upgrades the PostgreSQL tables at start,
 	// as `holdfast migrate` does; otherwise a schema that is missing or
 	// old stops the server.
@@ -118,6 +122,7 @@ func Default() Config {
 		Listen:          DefaultListen,
 		Store:           DefaultStore,
 		Schema:          DefaultSchema,
+		StoreTimeout:    Duration(DefaultStoreTimeout),
 		SweepInterval:   Duration(DefaultSweepInterval),
 		AuditRetention:  Duration(DefaultAuditRetention),
 		MaxBodyBytes:    DefaultMaxBodyBytes,
@@ -140,6 +145,7 @@ func Load(fs *flag.FlagSet, args []string, getenv func(string) string) (Config, 
 		{"listen", "`address` to serve on", def.Listen, false},
 		{"store", "lock store `DSN`: a directory for the embedded store, or a postgres:// URL", def.Store, false},
 		{"schema", "PostgreSQL `schema` of holdfast's tables", def.Schema, false},
+		{"store_timeout", "how long a request waits for PostgreSQL before failing with 503 (`duration`)", def.StoreTimeout.String(), false},
 		{"migrate_on_start", "create or upgrade the PostgreSQL tables at start", "false", true},
 		{"sweep_interval", "how often expired locks are swept (`duration`)", def.SweepInterval.String(), false},
 		{"audit_retention", "how long audit entries are kept (`duration`)", def.AuditRetention.String(), false},
@@ -234,7 +240,7 @@ func (c *Config) readFile(path string) error {
 
 // envKeys lists the settings that HOLDFAST_* variables can set.
 var envKeys = []string{
-	"listen", "store", "schema", "migrate_on_start", "tokens", "sweep_interval", "audit_retention", "max_body_bytes",
+	"listen", "store", "schema", "store_timeout", "migrate_on_start", "tokens", "sweep_interval", "audit_retention", "max_body_bytes",
 	"tls_cert", "tls_key", "shutdown_timeout", "log_format", "log_level", "debug_listen",
 }
 
@@ -265,6 +271,8 @@ func (c *Config) set(key, v string) error {
 		c.Store = v
 	case "schema":
 		c.Schema = v
+	case "store_timeout":
+		err = c.StoreTimeout.UnmarshalText([]byte(v))
 	case "migrate_on_start":
 		c.MigrateOnStart, err = strconv.ParseBool(v)
 	case "tokens":
@@ -328,6 +336,7 @@ func (c *Config) Validate() error {
 		{"sweep_interval", time.Duration(c.SweepInterval)},
 		{"audit_retention", time.Duration(c.AuditRetention)},
 		{"shutdown_timeout", time.Duration(c.ShutdownTimeout)},
+		{"store_timeout", time.Duration(c.StoreTimeout)},
 	} {
 		if d.value <= 0 {
 			return fmt.Errorf("%s %v: must be positive", d.name, d.value)

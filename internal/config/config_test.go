@@ -36,7 +36,8 @@ func TestDefaults(t *testing.T) {
 		t.Fatal(err)
 	}
 	if cfg.Listen != "127.0.0.1:7070" || cfg.Store != "./holdfast-data" || cfg.Schema != "holdfast" || cfg.MigrateOnStart || cfg.MaxBodyBytes != 1<<20 ||
-		time.Duration(cfg.SweepInterval) != time.Second || time.Duration(cfg.ShutdownTimeout) != 30*time.Second {
+		time.Duration(cfg.SweepInterval) != time.Second || time.Duration(cfg.ShutdownTimeout) != 30*time.Second ||
+		time.Duration(cfg.StoreTimeout) != 5*time.Second {
 		t.Fatalf("defaults = %+v", cfg)
 	}
 }
@@ -89,6 +90,7 @@ func TestEveryEnvKey(t *testing.T) {
 		"HOLDFAST_LISTEN":           "0.0.0.0:8080",
 		"HOLDFAST_STORE":            dir,
 		"HOLDFAST_SCHEMA":           "locks",
+		"HOLDFAST_STORE_TIMEOUT":    "2s",
 		"HOLDFAST_MIGRATE_ON_START": "true",
 		"HOLDFAST_TOKENS":           "admin:a1, reader:r1",
 		"HOLDFAST_SWEEP_INTERVAL":   "250ms",
@@ -118,7 +120,7 @@ func TestEveryEnvKey(t *testing.T) {
 		cfg.SweepInterval != want.SweepInterval || cfg.AuditRetention != want.AuditRetention ||
 		cfg.MaxBodyBytes != want.MaxBodyBytes || cfg.TLSCert != want.TLSCert || cfg.TLSKey != want.TLSKey ||
 		cfg.ShutdownTimeout != want.ShutdownTimeout || cfg.LogFormat != want.LogFormat || cfg.LogLevel != want.LogLevel ||
-		cfg.Schema != "locks" || !cfg.MigrateOnStart || cfg.DebugListen != "127.0.0.1:6060" {
+		cfg.Schema != "locks" || !cfg.MigrateOnStart || cfg.DebugListen != "127.0.0.1:6060" || time.Duration(cfg.StoreTimeout) != 2*time.Second {
 		t.Fatalf("got  %+v\nwant %+v", cfg, want)
 	}
 	tokens, err := cfg.ServerTokens()
@@ -136,7 +138,7 @@ func TestEveryFlag(t *testing.T) {
 		"--listen", "[::1]:9000", "--store", "/data", "--sweep-interval", "2s", "--audit-retention", "1h",
 		"--max-body-bytes", "10", "--tls-cert", "c", "--tls-key", "k", "--shutdown-timeout", "1s",
 		"--log-format", "json", "--log-level", "warn", "--schema", "locks", "--migrate-on-start",
-		"--debug-listen", "localhost:6060",
+		"--debug-listen", "localhost:6060", "--store-timeout", "750ms",
 	}, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -144,7 +146,8 @@ func TestEveryFlag(t *testing.T) {
 	if cfg.Listen != "[::1]:9000" || cfg.Store != "/data" || time.Duration(cfg.SweepInterval) != 2*time.Second ||
 		time.Duration(cfg.AuditRetention) != time.Hour || cfg.MaxBodyBytes != 10 || cfg.TLSCert != "c" ||
 		cfg.TLSKey != "k" || time.Duration(cfg.ShutdownTimeout) != time.Second || cfg.LogFormat != "json" || cfg.LogLevel != "warn" ||
-		cfg.Schema != "locks" || !cfg.MigrateOnStart || cfg.DebugListen != "localhost:6060" {
+		cfg.Schema != "locks" || !cfg.MigrateOnStart || cfg.DebugListen != "localhost:6060" ||
+		time.Duration(cfg.StoreTimeout) != 750*time.Millisecond {
 		t.Fatalf("got %+v", cfg)
 	}
 }
@@ -209,6 +212,7 @@ func TestRefused(t *testing.T) {
 		{name: "zero sweep interval", args: []string{"--sweep-interval", "0s"}, want: "sweep_interval 0s: must be positive"},
 		{name: "negative retention", args: []string{"--audit-retention", "-1h"}, want: "audit_retention -1h0m0s: must be positive"},
 		{name: "zero shutdown timeout", env: map[string]string{"HOLDFAST_SHUTDOWN_TIMEOUT": "0s"}, want: "shutdown_timeout 0s: must be positive"},
+		{name: "zero store timeout", args: []string{"--store-timeout", "0s"}, want: "store_timeout 0s: must be positive"},
 		{name: "bad schema", args: []string{"--schema", "Locks; DROP"}, want: "schema"},
 		{name: "bad migrate flag", env: map[string]string{"HOLDFAST_MIGRATE_ON_START": "maybe"}, want: "HOLDFAST_MIGRATE_ON_START"},
 		{name: "profiler off loopback", args: []string{"--debug-listen", "0.0.0.0:6060"}, want: "debug_listen"},

@@ -4,7 +4,6 @@
 package tcpproxy
 
 import (
-	"io"
 	"net"
 	"sync"
 	"testing"
@@ -18,7 +17,10 @@ type Proxy struct {
 	mu    sync.Mutex
 	down  bool
 	conns map[net.Conn]bool
-	wg    sync.WaitGroup
+	// open is closed while bytes pass; Stall replaces it with one that is
+	// not, and the connections hold what they read until it is.
+	open chan struct{}
+	wg   sync.WaitGroup
 }
 
 // New listens on a free loopback port and forwards to target (host:port).
@@ -29,7 +31,8 @@ func New(t testing.TB, target string) *Proxy {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &Proxy{ln: ln, target: target, conns: map[net.Conn]bool{}}
+	p := &Proxy{ln: ln, target: target, conns: map[net.Conn]bool{}, open: make(chan struct{})}
+	close(p.open)
 	p.wg.Go(p.serve)
 	t.Cleanup(func() {
 		ln.Close()
@@ -71,8 +74,28 @@ func (p *Proxy) serve() {
 			up.Close()
 			continue
 		}
-		p.wg.Go(func() { io.Copy(up, c); up.Close() })
-		p.wg.Go(func() { io.Copy(c, up); c.Close() })
+		p.wg.Go(func() { p.forward(up, c); up.Close() })
+		p.wg.Go(func() { p.forward(c, up); c.Close() })
+	}
+}
+
+// forward copies from src to dst, holding what it read while stalled.
+func (p *Proxy) forward(dst, src net.Conn) {
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := src.Read(buf)
+		if n > 0 {
+			p.mu.Lock()
+			open := p.open
+			p.mu.Unlock()
+			<-open
+			if _, werr := dst.Write(buf[:n]); werr != nil {
+				return
+			}
+		}
+		if err != nil {
+			return
+		}
 	}
 }
 
@@ -92,11 +115,34 @@ func (p *Proxy) Cut() {
 		c.Close()
 	}
 	clear(p.conns)
+	p.openLocked() // what was held goes nowhere now
 }
 
-// Restore accepts connections again.
+// Stall stops passing bytes either way until Restore, and holds new
+// connections too, without closing any: a database behind a network
+// partition, or on a hung host, as its clients see it.
+func (p *Proxy) Stall() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	select {
+	case <-p.open:
+		p.open = make(chan struct{})
+	default: // stalled already
+	}
+}
+
+// Restore accepts connections again, and passes what a Stall held.
 func (p *Proxy) Restore() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.down = false
+	p.openLocked()
+}
+
+func (p *Proxy) openLocked() {
+	select {
+	case <-p.open:
+	default:
+		close(p.open)
+	}
 }

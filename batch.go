@@ -25,7 +25,9 @@ import (
 // the operations touch (their answers then are void); again if the store
 // retries the transaction; and if an operation fails for a reason other
 // than a refusal, the batch runs again with one transaction per
-// operation, so that its failure undoes only its own writes. The answers
+// operation, so that its failure undoes only its own writes, unless the
+// store could not answer at all (store.ErrUnavailable), which fails the
+// whole batch at once. The answers
 // of the last call are the ones that count. Like a single operation's, a
 // batch's transaction may still commit after ctx ends, once it is under
 // way. A panic in fn, or in one of its operations, is raised again by
@@ -60,7 +62,7 @@ func (m *Manager) Batch(ctx context.Context, fn func(ctx context.Context)) error
 		r.b.reset(nil)
 		panic(r.panicked)
 	}
-	if r.b.failed != nil && errors.Is(err, r.b.failed) {
+	if r.b.failed != nil && errors.Is(err, r.b.failed) && !storeDown(err) {
 		// One operation failed other than by refusing, so the batch's
 		// transaction did not commit: each runs again in its own.
 		r.b.reset(nil)

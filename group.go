@@ -3,6 +3,7 @@ package holdfast
 import (
 	"context"
 	"errors"
+	"fmt"
 	"iter"
 	"runtime/debug"
 	"slices"
@@ -60,6 +61,9 @@ type pending struct {
 	scope scope
 	do    operation
 	start time.Time
+	// queued is when it joined the queue, when the grouper bounds the
+	// wait (grouper.maxWait).
+	queued time.Time
 
 	op  op    // its state in the transaction; op.audit is what it wrote
 	err error // nil, a refusal or a failure
@@ -95,6 +99,7 @@ func newPending(ctx context.Context, name string, sc scope, do operation, start 
 // recycle returns p to the pool once its caller has its answer.
 func (p *pending) recycle() {
 	p.ctx, p.name, p.scope, p.do, p.err, p.group, p.panicked = nil, "", scope{}, nil, nil, nil, nil
+	p.queued = time.Time{}
 	p.op.forget()
 	p.leader = leader{body: p.leader.body}
 	pendings.Put(p)
@@ -160,6 +165,12 @@ type grouper struct {
 	inFlight int  // groups whose transactions have not returned
 	limit    int  // on inFlight: maxInFlight, or none over a store.Merger
 	queue    []*pending
+	// maxWait bounds how long an operation waits in the queue, where the
+	// store bounds its transactions (store.Bounded): one that waited
+	// longer, behind groups whose transactions hung until the store gave
+	// up on them, fails as they did, without a transaction of its own.
+	// Zero: no bound.
+	maxWait time.Duration
 }
 
 // maxInFlight is two over a store that commits each transaction on its
@@ -188,6 +199,9 @@ func (gr *grouper) join(p *pending) (g *group, lead bool) {
 		gr.mu.Unlock()
 		return nil, true
 	}
+	if gr.maxWait > 0 {
+		p.queued = time.Now()
+	}
 	gr.queue = append(gr.queue, p)
 	gr.mu.Unlock()
 	select {
@@ -204,10 +218,10 @@ func (gr *grouper) join(p *pending) (g *group, lead bool) {
 	}
 	g = p.group
 	gr.mu.Unlock()
-	if g.leader != p {
+	if g != nil && g.leader != p {
 		g.gone()
 	}
-	g = <-p.woken // it is in a group already: its answer is coming
+	g = <-p.woken // in a group already, or answered: its answer is coming
 	return g, g != nil
 }
 
@@ -233,6 +247,12 @@ func (gr *grouper) startLocked() {
 	if gr.running || gr.inFlight >= gr.limit || len(gr.queue) == 0 {
 		return
 	}
+	if gr.maxWait > 0 {
+		gr.expireLocked()
+		if len(gr.queue) == 0 {
+			return
+		}
+	}
 	n, weight := 1, gr.queue[0].weight()
 	for ; n < len(gr.queue); n++ {
 		if weight += gr.queue[n].weight(); weight > maxGroup {
@@ -255,11 +275,33 @@ func (gr *grouper) startLocked() {
 	g.leader.woken <- g
 }
 
+// expireLocked answers the queued operations that have waited longer
+// than maxWait with ErrUnavailable: the store gives up on a transaction
+// after that long, so the group ahead of them, which has just returned,
+// took that long, and theirs would most likely hang too.
+func (gr *grouper) expireLocked() {
+	now := time.Now()
+	kept := gr.queue[:0]
+	for _, p := range gr.queue {
+		if waited := now.Sub(p.queued); waited > gr.maxWait {
+			p.err = &UnavailableError{RetryAfter: time.Second, Err: fmt.Errorf(
+				"holdfast: waited %s for a turn, longer than the store gives a transaction (%s): the transactions ahead of it did not finish in time",
+				waited.Round(time.Millisecond), gr.maxWait)}
+			p.woken <- nil
+			continue
+		}
+		kept = append(kept, p)
+	}
+	clear(gr.queue[len(kept):])
+	gr.queue = kept
+}
+
 // lead commits self's group (self alone when g is nil), in one
 // transaction if it can, and answers every operation of it. An operation
 // that fails other than by refusing is taken out, the others run again
 // without it, and then it runs alone: its failure undoes only its own
-// writes, and no caller gets another's error. An operation that panics is
+// writes, and no caller gets another's error; but a store that could not
+// answer fails them all (storeDown). An operation that panics is
 // such a failure, and panics again on its own caller's goroutine (apply);
 // a panic of the store itself is raised again on self's.
 func (m *Manager) lead(self *pending, g *group) {
@@ -363,8 +405,8 @@ func (l *leader) opsRan() {
 }
 
 // commit runs ops in one transaction and answers them, except when one of
-// several fails other than by refusing: then nothing is kept or answered,
-// and commit returns that one.
+// several fails other than by refusing, and not because the store is
+// down: then nothing is kept or answered, and commit returns that one.
 func (l *leader) commit(ctx context.Context, ops []*pending) (failed *pending) {
 	l.ops, l.failed = ops, nil
 	defer l.giveBack(nil) // a ticket still held publishes nothing
@@ -373,7 +415,7 @@ func (l *leader) commit(ctx context.Context, ops []*pending) (failed *pending) {
 		start = time.Now()
 	}
 	err := l.m.store.Update(ctx, l.body)
-	if l.failed != nil && len(ops) > 1 && errors.Is(err, l.failed.err) {
+	if l.failed != nil && len(ops) > 1 && errors.Is(err, l.failed.err) && !storeDown(err) {
 		return l.failed
 	}
 	committed, n := l.m.settle(ops, err), 0
@@ -430,6 +472,14 @@ func (l *leader) transact(tx store.Tx) error {
 		}
 	}
 	return nil
+}
+
+// storeDown reports whether a transaction failed because the store could
+// not answer (store.ErrUnavailable: unreachable, or out of its time):
+// running its operations again, without the one that met the failure or
+// one by one, would only meet it again, each after as long.
+func storeDown(err error) bool {
+	return errors.Is(err, store.ErrUnavailable)
 }
 
 // giveBack publishes what ops wrote (nil: nothing was kept), through

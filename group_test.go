@@ -46,6 +46,10 @@ type tapStore struct {
 
 var errPoisoned = errors.New("poisoned key")
 
+// errDownKey is what writes of down/ keys fail with: the store cannot
+// answer, as when its database stops answering mid-transaction.
+var errDownKey = fmt.Errorf("tap store: %w: the database did not answer", store.ErrUnavailable)
+
 func newTapStore(now func() time.Time) *tapStore {
 	return &tapStore{Store: memstore.New(memstore.Config{Now: now}), held: make(chan chan struct{})}
 }
@@ -104,6 +108,9 @@ var errRetry = errors.New("conflict: run the transaction again")
 func (t tapTx) PutLock(l store.Lock) error {
 	if strings.HasPrefix(l.Key, "poison/") {
 		return errPoisoned
+	}
+	if strings.HasPrefix(l.Key, "down/") {
+		return errDownKey
 	}
 	if strings.HasPrefix(l.Key, "panic/") {
 		t.s.lockPanics.Add(1)
@@ -855,6 +862,96 @@ func TestFailingBatchLeavesItsGroup(t *testing.T) {
 	}
 	if held := heldKeys(t, m); !slices.Equal(held, []string{"order/1", "order/2"}) {
 		t.Errorf("held: %v, want order/1 and order/2", held)
+	}
+}
+
+// When the store fails an operation because it cannot answer, the whole
+// group fails with it, at once: running the others again without it, and
+// then it alone, would only meet the same failure, each after as long.
+func TestStoreDownFailsTheGroupAtOnce(t *testing.T) {
+	t.Parallel()
+	s := newTapStore(nil)
+	m := newTapManager(t, s)
+	ctx := context.Background()
+	letGo := holdFirst(t, m, s)
+	var errs [3]error
+	inOneGroup(t, m, letGo,
+		func() { _, errs[0] = m.Acquire(ctx, acquireReq("order/1", "s-1")) },
+		func() { _, errs[1] = m.Acquire(ctx, acquireReq("down/2", "s-2")) },
+		func() { _, errs[2] = m.Acquire(ctx, acquireReq("order/3", "s-3")) },
+	)
+	for i, err := range errs {
+		if !errors.Is(err, holdfast.ErrUnavailable) || !errors.Is(err, errDownKey) {
+			t.Errorf("acquire %d: %v, want the store's unavailability", i, err)
+		}
+	}
+	// The held one, then the group, once.
+	if got := s.updates.Load(); got != 2 {
+		t.Errorf("%d store transactions, want 2", got)
+	}
+	if held := heldKeys(t, m); len(held) != 0 {
+		t.Errorf("held: %v, want nothing", held)
+	}
+
+	// A batch is not run again one operation at a time either.
+	before, calls := s.updates.Load(), 0
+	err := m.Batch(ctx, func(ctx context.Context) {
+		calls++
+		m.Acquire(ctx, acquireReq("order/4", "s-4"))
+		m.Acquire(ctx, acquireReq("down/5", "s-5"))
+	})
+	if !errors.Is(err, errDownKey) {
+		t.Errorf("Batch = %v, want the store's unavailability", err)
+	}
+	if got := s.updates.Load() - before; got != 1 || calls != 1 {
+		t.Errorf("the batch took %d store transactions and %d runs of its fn, want 1 and 1", got, calls)
+	}
+}
+
+// boundedStore bounds its transactions (store.Bounded), so that the
+// Manager bounds the wait of queued operations too.
+type boundedStore struct {
+	*tapStore
+	timeout time.Duration
+}
+
+func (s boundedStore) TransactionTimeout() time.Duration { return s.timeout }
+
+// Over a store that bounds its transactions, an operation that has waited
+// its turn longer than that bound fails unavailable without a transaction
+// of its own: behind a hung store, each group ahead of it would otherwise
+// add a whole bound to its wait. Here the bound is a nanosecond, so the
+// operations queued behind the held transaction have waited too long by
+// the time it returns.
+func TestQueuedPastTheStoresBoundFail(t *testing.T) {
+	t.Parallel()
+	s := newTapStore(nil)
+	m, err := holdfast.New(boundedStore{s, time.Nanosecond}, holdfast.Config{SweepInterval: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { m.Close(); s.Close() })
+	ctx := context.Background()
+	letGo := holdFirst(t, m, s)
+	var errs [2]error
+	inOneGroup(t, m, letGo,
+		func() { _, errs[0] = m.Acquire(ctx, acquireReq("order/1", "s-1")) },
+		func() { _, errs[1] = m.Heartbeat(ctx, holdfast.HeartbeatRequest{Session: "s-2"}) },
+	)
+	for i, err := range errs {
+		if !errors.Is(err, holdfast.ErrUnavailable) || !strings.Contains(err.Error(), "longer than the store gives a transaction (1ns)") {
+			t.Errorf("queued operation %d: %v, want unavailable for having waited too long", i, err)
+		}
+	}
+	if got := s.updates.Load(); got != 1 {
+		t.Errorf("%d store transactions, want only the held one", got)
+	}
+	if held := heldKeys(t, m); len(held) != 0 {
+		t.Errorf("held: %v, want nothing", held)
+	}
+	// An operation that does not wait is not bounded.
+	if _, err := m.Acquire(ctx, acquireReq("order/3", "s-3")); err != nil {
+		t.Fatal(err)
 	}
 }
 

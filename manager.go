@@ -44,6 +44,9 @@ func New(s store.Store, cfg Config) (*Manager, error) {
 	if m.order.ordered {
 		m.groups.limit = math.MaxInt
 	}
+	if b, ok := s.(store.Bounded); ok {
+		m.groups.maxWait = b.TransactionTimeout()
+	}
 	if cfg.SweepInterval > 0 {
 		m.swept.Add(1)
 		go m.sweepLoop()

@@ -212,6 +212,21 @@ func TestDecodeUnavailable(t *testing.T) {
 	}
 }
 
+// A holdfast server's 503 says "lock store unavailable, retry later: "
+// and its cause; the client's error says it once, not twice.
+func TestDecodeUnavailableSaysItOnce(t *testing.T) {
+	t.Parallel()
+	for msg, want := range map[string]string{
+		"lock store unavailable, retry later: pgstore: store unavailable: PostgreSQL did not answer within 5s": "lock store unavailable, retry later: pgstore: store unavailable: PostgreSQL did not answer within 5s",
+		"lock store unavailable, retry later": "lock store unavailable, retry later",
+	} {
+		srv := newCannedServer(t, 503, http.Header{"Retry-After": {"1"}}, `{"error": {"code": "unavailable", "message": "`+msg+`"}}`)
+		if err := acquireBob(newClient(t, srv.URL, "")); err == nil || err.Error() != want {
+			t.Errorf("from %q: %v, want %q", msg, err, want)
+		}
+	}
+}
+
 // A gateway's page in front of a server that is down means the same as the
 // server's own 503: retry later.
 func TestDecodeGatewayPage(t *testing.T) {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/holdfast/holdfast"
@@ -73,11 +74,17 @@ func sentinel(err error) func(*wireError, http.Header) error {
 
 func unavailable(e *wireError, h http.Header) error {
 	ue := &holdfast.UnavailableError{RetryAfter: retryAfter(h.Get("Retry-After"))}
-	if e.Message != "" {
-		ue.Err = errors.New(e.Message)
+	// A holdfast server's message is an UnavailableError's text already:
+	// its cause is what follows the text this one would say again.
+	msg, _ := strings.CutPrefix(e.Message, unavailableText+": ")
+	if msg != "" && msg != unavailableText {
+		ue.Err = errors.New(msg)
 	}
 	return ue
 }
+
+// unavailableText is what an UnavailableError without a cause says.
+var unavailableText = (&holdfast.UnavailableError{}).Error()
 
 // ResponseError is an error response that the API does not define, such as
 // a 500 from the server or a proxy.

@@ -55,6 +55,13 @@ func unavailable(err error) bool {
 		errors.Is(err, puddle.ErrClosedPool)
 }
 
+// timedOut reports whether err is a timeout: of a context, or of the
+// connection's deadline, which pgx sets when a context ends.
+func timedOut(err error) bool {
+	var netErr net.Error
+	return errors.Is(err, context.DeadlineExceeded) || pgconn.Timeout(err) || errors.As(err, &netErr) && netErr.Timeout()
+}
+
 // isRetry reports whether the transaction failed only because it collided
 // with another one, so that running it again may succeed.
 func isRetry(err error) bool {

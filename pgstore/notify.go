@@ -100,14 +100,7 @@ func (s *Store) Listen(ctx context.Context, fn func([]store.AuditEntry)) error {
 }
 
 func (s *Store) listenOnce(ctx context.Context, fn func([]store.AuditEntry)) error {
-	cfg := s.pool.Config().ConnConfig.Copy()
-	// The listener reads entries outside any of the store's transactions,
-	// so it turns JIT off for its whole connection (docs/POSTGRES.md, "JIT").
-	if cfg.RuntimeParams == nil {
-		cfg.RuntimeParams = map[string]string{}
-	}
-	cfg.RuntimeParams["jit"] = "off"
-	conn, err := pgx.ConnectConfig(ctx, cfg)
+	conn, err := pgx.ConnectConfig(ctx, s.pool.Config().ConnConfig.Copy())
 	if err != nil {
 		return fmt.Errorf("pgstore: listen: connect: %w", err)
 	}
@@ -116,6 +109,13 @@ func (s *Store) listenOnce(ctx context.Context, fn func([]store.AuditEntry)) err
 		conn.Close(closeCtx)
 		cancel()
 	}()
+	// The listener reads entries outside any of the store's transactions,
+	// so it turns JIT off for its whole session (docs/POSTGRES.md, "JIT"):
+	// with SET rather than a startup parameter, which connection poolers
+	// may refuse.
+	if _, err := conn.Exec(ctx, `SET jit = off`); err != nil {
+		return fmt.Errorf("pgstore: listen: %w", err)
+	}
 	if _, err := conn.Exec(ctx, `LISTEN `+quote(s.schema)); err != nil {
 		return fmt.Errorf("pgstore: listen: %w", err)
 	}

@@ -16,7 +16,6 @@ package pgstore
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
@@ -48,7 +47,12 @@ type Config struct {
 	// closing its connections (a network partition, a hung host) fails
 	// the operation with store.ErrUnavailable after this long, instead of
 	// holding its caller until the operating system gives up on the
-	// connection. Default DefaultTimeout; negative: only ctx bounds it.
+	// connection. The time the caller's own code takes inside the
+	// transaction (a Manager.Batch's fn) counts too, as does a wait for
+	// locks that another server's transaction holds. The Manager also
+	// fails operations that wait longer than this for their turn
+	// (store.Bounded). Default DefaultTimeout; negative: only ctx bounds
+	// a transaction.
 	Timeout time.Duration
 }
 
@@ -119,14 +123,21 @@ func (s *Store) bound(ctx context.Context) (context.Context, context.CancelFunc)
 	return context.WithTimeoutCause(ctx, s.timeout, s.timedOut)
 }
 
-// timeoutOf says, of a transaction's err, that it ran out of Config.Timeout
-// rather than its caller's patience, which the caller knows of already.
+// timeoutOf says, of a transaction's err, that it timed out because it ran
+// out of Config.Timeout, rather than its caller's patience, which the
+// caller knows of already.
 func (s *Store) timeoutOf(ctx context.Context, err error) error {
-	if err != nil && context.Cause(ctx) == s.timedOut && !errors.Is(err, store.ErrUnavailable) {
+	if err != nil && context.Cause(ctx) == s.timedOut && timedOut(err) {
 		return fmt.Errorf("%w (%w)", s.timedOut, err)
 	}
 	return err
 }
+
+// TransactionTimeout is Config.Timeout: the Manager bounds the wait of the
+// operations queued behind a transaction by it too (store.Bounded).
+func (s *Store) TransactionTimeout() time.Duration { return s.timeout }
+
+var _ store.Bounded = (*Store)(nil)
 
 // maxAttempts bounds how often Update runs fn when transactions keep
 // colliding; each collision makes the next attempt take its locks up front
@@ -150,10 +161,13 @@ func (s *Store) Update(ctx context.Context, fn func(store.Tx) error) error {
 			if err == nil {
 				err = t.commit()
 			}
+			err = s.timeoutOf(ctx, err) // before close's ROLLBACK takes its time
 			t.close()
+		} else {
+			err = s.timeoutOf(ctx, err)
 		}
 		if !isRetry(err) {
-			return classify(s.timeoutOf(ctx, err))
+			return classify(err)
 		}
 		if attempt == maxAttempts {
 			s.log.Warn("pgstore: transaction keeps colliding; giving up", slog.Int("attempts", attempt), slog.Any("err", err))
@@ -170,7 +184,7 @@ func (s *Store) Update(ctx context.Context, fn func(store.Tx) error) error {
 			// can finish.
 			select {
 			case <-ctx.Done():
-				return classify(ctx.Err())
+				return classify(s.timeoutOf(ctx, ctx.Err()))
 			case <-time.After(time.Duration(rand.Int64N(int64(attempt) * int64(time.Millisecond)))):
 			}
 		}

@@ -149,6 +149,17 @@ type Merger interface {
 	MergesCommits() bool
 }
 
+// Bounded is implemented by a Store that bounds how long each transaction
+// may take (pgstore's Config.Timeout), failing one that runs out with
+// ErrUnavailable. The Manager then fails an operation that has waited
+// longer than that for its turn the same way: otherwise, while the store
+// hangs, callers queued behind it would wait one bound for every group of
+// operations ahead of them.
+type Bounded interface {
+	// TransactionTimeout is the bound; zero or less means none.
+	TransactionTimeout() time.Duration
+}
+
 // Preparer is implemented by a Tx that can read ahead. The Manager calls
 // Prepare first in a transaction that runs several operations (a batch,
 // or concurrent requests grouped into one commit) or one operation on

@@ -79,16 +79,17 @@ func (p *Proxy) serve() {
 	}
 }
 
-// forward copies from src to dst, holding what it read while stalled.
+// forward copies from src to dst, holding what it read while stalled, a
+// close included.
 func (p *Proxy) forward(dst, src net.Conn) {
 	buf := make([]byte, 32<<10)
 	for {
 		n, err := src.Read(buf)
+		p.mu.Lock()
+		open := p.open
+		p.mu.Unlock()
+		<-open
 		if n > 0 {
-			p.mu.Lock()
-			open := p.open
-			p.mu.Unlock()
-			<-open
 			if _, werr := dst.Write(buf[:n]); werr != nil {
 				return
 			}

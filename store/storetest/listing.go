@@ -2,6 +2,7 @@ package storetest
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -233,14 +234,14 @@ func testSessionsListing(e *env) {
 		batchErr error
 	)
 	err = e.m.Batch(e.t.Context(), func(ctx context.Context) {
-		inBatch = nil
-		if _, batchErr = e.m.Acquire(ctx, exclusive("order/8", owner("carol"))); batchErr != nil {
-			return
-		}
-		if _, batchErr = e.m.Release(ctx, holdfast.ReleaseRequest{Keys: []string{"order/1"}, Session: "s-b1"}); batchErr != nil {
-			return
-		}
-		inBatch, batchErr = e.m.Sessions(ctx, holdfast.SessionQuery{})
+		// Every call is made even after one fails (as on a store that
+		// reads ahead, whose first run answers none), so that a store
+		// learns of all of them.
+		_, acquireErr := e.m.Acquire(ctx, exclusive("order/8", owner("carol")))
+		_, releaseErr := e.m.Release(ctx, holdfast.ReleaseRequest{Keys: []string{"order/1"}, Session: "s-b1"})
+		var listErr error
+		inBatch, listErr = e.m.Sessions(ctx, holdfast.SessionQuery{})
+		batchErr = errors.Join(acquireErr, releaseErr, listErr)
 	})
 	if err == nil {
 		err = batchErr

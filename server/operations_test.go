@@ -261,6 +261,21 @@ func TestClientGoneIsNotAnOutage(t *testing.T) {
 	if want := `holdfast_operations_total{op="acquire",outcome="unavailable"} 1`; !strings.Contains(text, want) {
 		t.Errorf("metrics lack %s:\n%s", want, grepLines(text, "holdfast_operations_total"))
 	}
+	// Its log line is a warning that says what the store said.
+	logged := false
+	for _, line := range strings.Split(strings.TrimSpace(down.logs.String()), "\n") {
+		var rec map[string]any
+		if json.Unmarshal([]byte(line), &rec) != nil || rec["msg"] != "request" || rec["status"] != 503.0 {
+			continue
+		}
+		logged = true
+		if msg, _ := rec["error"].(string); rec["level"] != "WARN" || !strings.Contains(msg, "disk on fire") {
+			t.Errorf("the 503's log line: %s, want a warning with the store's error", line)
+		}
+	}
+	if !logged {
+		t.Errorf("no request log line with status 503:\n%s", down.logs.String())
+	}
 }
 
 // grepLines returns the lines of text that contain s.

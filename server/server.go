@@ -224,7 +224,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		writeError(rec, err)
 	} else {
-		gone = s.serve(rec, r, rt)
+		gone, err = s.serve(rec, r, rt)
 	}
 
 	d := time.Since(start)
@@ -237,14 +237,21 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if rt != nil && rt.quiet && status < 400 {
 		level = slog.LevelDebug
 	}
-	s.log.LogAttrs(r.Context(), level, "request",
+	attrs := []slog.Attr{
 		slog.String("method", r.Method),
 		slog.String("route", name),
 		slog.String("path", r.URL.Path),
 		slog.Int("status", status),
 		slog.Duration("duration", d),
 		slog.String("remote", r.RemoteAddr),
-	)
+	}
+	if status == http.StatusServiceUnavailable && err != nil {
+		// The operator's first question about a 503: what the store said
+		// (unreachable, out of time, a full disk).
+		level = slog.LevelWarn
+		attrs = append(attrs, slog.String("error", err.Error()))
+	}
+	s.log.LogAttrs(r.Context(), level, "request", attrs...)
 }
 
 // match finds the route of r: 404 for an unknown path, 405 with Allow for
@@ -260,18 +267,17 @@ func (s *Server) match(r *http.Request) (*route, error) {
 	return nil, methodNotAllowed(methods)
 }
 
-// serve answers r on rt. It reports whether the request failed only
-// because its client went away first: the answer is written all the same
-// (a client that closed only its sending side still reads it), but the
-// logs and metrics count it as statusClientClosed, not as the 503 of an
-// unavailable store.
-func (s *Server) serve(w http.ResponseWriter, r *http.Request, rt *route) (clientGone bool) {
+// serve answers r on rt, and returns the error it answered, if any. It
+// reports whether the request failed only because its client went away
+// first: the answer is written all the same (a client that closed only
+// its sending side still reads it), but the logs and metrics count it as
+// statusClientClosed, not as the 503 of an unavailable store.
+func (s *Server) serve(w http.ResponseWriter, r *http.Request, rt *route) (clientGone bool, err error) {
 	var res any
-	var err error
 	switch {
 	case rt.raw != nil:
 		rt.raw(w, r)
-		return false
+		return false, nil
 	case rt.query != nil:
 		res, err = rt.query(r.Context(), r.URL.Query())
 	default:
@@ -285,10 +291,10 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, rt *route) (clien
 			s.log.ErrorContext(r.Context(), "request failed", slog.String("route", rt.path), slog.Any("error", err))
 		}
 		writeError(w, err)
-		return callerGone(err) && r.Context().Err() != nil
+		return callerGone(err) && r.Context().Err() != nil, err
 	}
 	writeJSON(w, http.StatusOK, res)
-	return false
+	return false, nil
 }
 
 // statusClientClosed is what the logs and metrics count for a request

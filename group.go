@@ -415,7 +415,10 @@ func (l *leader) commit(ctx context.Context, ops []*pending) (failed *pending) {
 		start = time.Now()
 	}
 	err := l.m.store.Update(ctx, l.body)
-	if l.failed != nil && len(ops) > 1 && errors.Is(err, l.failed.err) && !storeDown(err) {
+	if l.failed != nil && len(ops) > 1 && errors.Is(err, l.failed.err) &&
+		(!storeDown(err) || l.failed.scope.batch != nil) {
+		// A batch is taken out all the same: its own code's time counts
+		// against a store's bound, so its failure may be its own.
 		return l.failed
 	}
 	committed, n := l.m.settle(ops, err), 0

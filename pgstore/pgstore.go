@@ -161,10 +161,10 @@ func (s *Store) Update(ctx context.Context, fn func(store.Tx) error) error {
 			if err == nil {
 				err = t.commit()
 			}
-			err = s.timeoutOf(ctx, err) // before close's ROLLBACK takes its time
+		}
+		err = s.timeoutOf(ctx, err) // before close's ROLLBACK takes its time
+		if t != nil {
 			t.close()
-		} else {
-			err = s.timeoutOf(ctx, err)
 		}
 		if !isRetry(err) {
 			return classify(err)

@@ -21,25 +21,7 @@ import (
 // itself once the database is back.
 func TestUnreachableDatabaseIsUnavailable(t *testing.T) {
 	t.Parallel()
-	pool := testPool(t)
-	schema := newSchema(t, pool)
-
-	u, err := url.Parse(pgtest.SharedDSN(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := tcpproxy.New(t, u.Host)
-	u.Host = p.Addr()
-	cfg, err := pgxpool.ParseConfig(u.String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.ConnConfig.ConnectTimeout = 2 * time.Second
-	viaProxy, err := pgxpool.NewWithConfig(t.Context(), cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer viaProxy.Close()
+	p, viaProxy, schema := behindProxy(t)
 	s := open(t, viaProxy, schema, nil)
 
 	write := func() error {
@@ -82,19 +64,7 @@ func TestUnreachableDatabaseIsUnavailable(t *testing.T) {
 // caller gives up, and the store serves again once the database answers.
 func TestHungDatabaseIsUnavailable(t *testing.T) {
 	t.Parallel()
-	pool := testPool(t)
-	schema := newSchema(t, pool)
-	u, err := url.Parse(pgtest.SharedDSN(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := tcpproxy.New(t, u.Host)
-	u.Host = p.Addr()
-	viaProxy, err := pgxpool.New(t.Context(), u.String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer viaProxy.Close()
+	p, viaProxy, schema := behindProxy(t)
 	s, err := pgstore.New(t.Context(), viaProxy, pgstore.Config{Schema: schema, Logger: quiet, Timeout: 300 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
@@ -159,4 +129,28 @@ func TestClosedStoreIsUnavailable(t *testing.T) {
 			t.Errorf("%s after Close = %v, want ErrUnavailable", name, err)
 		}
 	}
+}
+
+// behindProxy makes a schema and a pool whose connections go through a
+// proxy the test can cut or stall; the pool closes when the test ends.
+func behindProxy(t *testing.T) (*tcpproxy.Proxy, *pgxpool.Pool, string) {
+	t.Helper()
+	schema := newSchema(t, testPool(t))
+	u, err := url.Parse(pgtest.SharedDSN(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := tcpproxy.New(t, u.Host)
+	u.Host = p.Addr()
+	cfg, err := pgxpool.ParseConfig(u.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.ConnConfig.ConnectTimeout = 2 * time.Second
+	pool, err := pgxpool.NewWithConfig(t.Context(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close) // before the proxy's own cleanup cuts it
+	return p, pool, schema
 }

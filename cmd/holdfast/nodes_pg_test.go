@@ -296,18 +296,8 @@ func TestNodesKillOneLosesNothingAcknowledged(t *testing.T) {
 // serves again by itself when the database is back.
 func TestNodeUnreachableDatabase(t *testing.T) {
 	t.Parallel()
-	dsn := pgtest.SharedDSN(t)
-	schema := migratedSchema(t, dsn)
-	u, err := url.Parse(dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	proxy := tcpproxy.New(t, u.Host)
-	u.Host = proxy.Addr()
-	q := u.Query()
-	q.Set("connect_timeout", "2")
-	u.RawQuery = q.Encode()
-	node := startNode(t, u.String(), schema)
+	proxy, dsn, schema := databaseBehindProxy(t)
+	node := startNode(t, dsn, schema)
 	c := newClient(t, node.url)
 	if _, err := acquire(c, "policy/1", "before"); err != nil {
 		t.Fatal(err)
@@ -337,6 +327,24 @@ func TestNodeUnreachableDatabase(t *testing.T) {
 
 	proxy.Restore()
 	servesAgain(t, node, c, "policy/2")
+}
+
+// databaseBehindProxy migrates a schema and returns a DSN whose
+// connections go through a proxy the test can cut or stall.
+func databaseBehindProxy(t *testing.T) (proxy *tcpproxy.Proxy, dsn, schema string) {
+	t.Helper()
+	dsn = pgtest.SharedDSN(t)
+	schema = migratedSchema(t, dsn)
+	u, err := url.Parse(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy = tcpproxy.New(t, u.Host)
+	u.Host = proxy.Addr()
+	q := u.Query()
+	q.Set("connect_timeout", "2")
+	u.RawQuery = q.Encode()
+	return proxy, u.String(), schema
 }
 
 // servesAgain waits until node is ready again after an outage, then
@@ -373,15 +381,8 @@ func servesAgain(t *testing.T, node *serveProcess, c *client.Client, free string
 // by itself once the database answers.
 func TestNodeHungDatabase(t *testing.T) {
 	t.Parallel()
-	dsn := pgtest.SharedDSN(t)
-	schema := migratedSchema(t, dsn)
-	u, err := url.Parse(dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	proxy := tcpproxy.New(t, u.Host)
-	u.Host = proxy.Addr()
-	node := startServe(t, u.String(), "--schema", schema, "--sweep-interval", "50ms", "--log-level", "warn", "--store-timeout", "500ms")
+	proxy, dsn, schema := databaseBehindProxy(t)
+	node := startServe(t, dsn, "--schema", schema, "--sweep-interval", "50ms", "--log-level", "warn", "--store-timeout", "500ms")
 	c := newClient(t, node.url)
 	if _, err := acquire(c, "policy/1", "before"); err != nil {
 		t.Fatal(err)

@@ -75,6 +75,14 @@ func (m *Manager) Batch(ctx context.Context, fn func(ctx context.Context)) error
 		}
 		m.observe(q.name, start, q.err)
 	}
+	if len(r.b.ops) == 0 && err != nil {
+		// It never ran: it waited in the queue too long, its caller gave
+		// up there, or the store failed before running anything. Its
+		// operations are observed all the same, by the names it gathered.
+		for _, name := range r.names {
+			m.observe(name, start, err)
+		}
+	}
 	r.b.reset(nil)
 	return err
 }
@@ -87,9 +95,10 @@ type batchRun struct {
 	fn  func(ctx context.Context)
 	b   batch // the state of the last run
 
-	touched  touched // what the operations touch
-	size     int     // how many operations fn makes
-	gathered bool    // touched and size are known
+	touched  touched  // what the operations touch
+	size     int      // how many operations fn makes
+	names    []string // their names, for a batch that never runs
+	gathered bool     // touched, size and names are known
 	// panicked is what fn panicked with, to be raised again on the
 	// Batch caller's goroutine rather than on the group leader's.
 	panicked *recovered
@@ -113,7 +122,7 @@ func (r *batchRun) run(o *op) error {
 func (r *batchRun) gather() {
 	g := &batch{m: r.m, touched: &r.touched}
 	r.call(g)
-	r.size, r.gathered = g.size, true
+	r.size, r.names, r.gathered = g.size, g.names, true
 }
 
 // call calls fn in b, keeping a panic, and where it came from, for the
@@ -175,9 +184,10 @@ type batch struct {
 	// the batch is then run again, one transaction per operation.
 	failed error
 	// touched, when set, only gathers what the operations would touch,
-	// running none of them, and size counts them.
+	// running none of them; size counts them and names names them.
 	touched *touched
 	size    int
+	names   []string
 }
 
 // errGathering answers the operations of a batch's first call when it
@@ -196,6 +206,7 @@ func (b *batch) update(name string, sc scope, do operation) error {
 	if b.touched != nil {
 		b.touched.add(sc)
 		b.size++
+		b.names = append(b.names, name)
 		return errGathering
 	}
 	if b.failed != nil {
@@ -227,6 +238,7 @@ func (b *batch) skip(name string) error {
 func (b *batch) view(name string, fn func(o *readOp) error) error {
 	if b.touched != nil {
 		b.size++
+		b.names = append(b.names, name)
 		return errGathering
 	}
 	if b.failed != nil {

@@ -926,28 +926,48 @@ func (s boundedStore) TransactionTimeout() time.Duration { return s.timeout }
 func TestQueuedPastTheStoresBoundFail(t *testing.T) {
 	t.Parallel()
 	s := newTapStore(nil)
-	m, err := holdfast.New(boundedStore{s, time.Nanosecond}, holdfast.Config{SweepInterval: -1})
+	s.prepares = true // so that a batch queues too
+	obs := &observed{}
+	m, err := holdfast.New(boundedStore{s, time.Nanosecond}, holdfast.Config{SweepInterval: -1, Observer: obs})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { m.Close(); s.Close() })
 	ctx := context.Background()
+	learnPreparing(t, m)
+	before := s.updates.Load()
 	letGo := holdFirst(t, m, s)
-	var errs [2]error
+	var errs [3]error
 	inOneGroup(t, m, letGo,
 		func() { _, errs[0] = m.Acquire(ctx, acquireReq("order/1", "s-1")) },
 		func() { _, errs[1] = m.Heartbeat(ctx, holdfast.HeartbeatRequest{Session: "s-2"}) },
+		func() {
+			errs[2] = m.Batch(ctx, func(ctx context.Context) {
+				m.Acquire(ctx, acquireReq("order/2", "s-3"))
+				m.Release(ctx, holdfast.ReleaseRequest{Keys: []string{"order/2"}, Session: "s-3"})
+			})
+		},
 	)
 	for i, err := range errs {
 		if !errors.Is(err, holdfast.ErrUnavailable) || !strings.Contains(err.Error(), "longer than the store gives a transaction (1ns)") {
 			t.Errorf("queued operation %d: %v, want unavailable for having waited too long", i, err)
 		}
 	}
-	if got := s.updates.Load(); got != 1 {
+	if got := s.updates.Load() - before; got != 1 {
 		t.Errorf("%d store transactions, want only the held one", got)
 	}
 	if held := heldKeys(t, m); len(held) != 0 {
 		t.Errorf("held: %v, want nothing", held)
+	}
+	// The batch never ran, and its operations are observed all the same.
+	var failed []string
+	for _, o := range obs.list() {
+		if strings.Contains(o, "longer than the store gives a transaction") {
+			failed = append(failed, o[:strings.Index(o, ":")])
+		}
+	}
+	if want := []string{"acquire", "acquire", "heartbeat", "release"}; !slices.Equal(failed, want) {
+		t.Errorf("observed failing: %v, want %v", failed, want)
 	}
 	// An operation that does not wait is not bounded.
 	if _, err := m.Acquire(ctx, acquireReq("order/3", "s-3")); err != nil {

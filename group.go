@@ -277,15 +277,16 @@ func (gr *grouper) startLocked() {
 
 // expireLocked answers the queued operations that have waited longer
 // than maxWait with ErrUnavailable: the store gives up on a transaction
-// after that long, so the group ahead of them, which has just returned,
-// took that long, and theirs would most likely hang too.
+// after that long, and the groups ahead of them took as long, hung or
+// too slow for the load, so theirs would most likely fare no better;
+// on a store that is merely behind, this sheds load.
 func (gr *grouper) expireLocked() {
 	now := time.Now()
 	kept := gr.queue[:0]
 	for _, p := range gr.queue {
 		if waited := now.Sub(p.queued); waited > gr.maxWait {
 			p.err = &UnavailableError{RetryAfter: time.Second, Err: fmt.Errorf(
-				"holdfast: waited %s for a turn, longer than the store gives a transaction (%s): the transactions ahead of it did not finish in time",
+				"holdfast: waited %s for a turn, longer than the store gives a transaction (%s): the store is not keeping up, hung or overloaded",
 				waited.Round(time.Millisecond), gr.maxWait)}
 			p.woken <- nil
 			continue

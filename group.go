@@ -302,7 +302,8 @@ func (gr *grouper) expireLocked() {
 // that fails other than by refusing is taken out, the others run again
 // without it, and then it runs alone: its failure undoes only its own
 // writes, and no caller gets another's error; but a store that could not
-// answer fails them all (storeDown). An operation that panics is
+// answer fails them all (storeDown), those taken out before included.
+// An operation that panics is
 // such a failure, and panics again on its own caller's goroutine (apply);
 // a panic of the store itself is raised again on self's.
 func (m *Manager) lead(self *pending, g *group) {
@@ -356,6 +357,15 @@ func (m *Manager) lead(self *pending, g *group) {
 	l.opsRan() // in case the store never got as far as running them
 	for i, p := range alone {
 		unanswered = alone[i:]
+		if l.down != nil && p.panicked == nil {
+			// The store was found unable to answer after p was taken
+			// out: alone, p would wait as long to meet the same.
+			p.err = l.down
+			if p != self {
+				p.woken <- nil
+			}
+			continue
+		}
 		if p.scope.batch != nil || p.panicked != nil {
 			// A batch runs its operations one by one itself (see Batch);
 			// an operation that panicked panics again on its caller's
@@ -390,6 +400,7 @@ type leader struct {
 	ops    []*pending // in the transaction
 	failed *pending   // the one that failed other than by refusing
 	ran    bool       // the grouper was told the operations ran
+	down   error      // the failure of a transaction the store could not answer
 	body   func(store.Tx) error
 	// ticket is the transaction's place in the order of publication,
 	// taken by its last run (held says it is not yet handed back).
@@ -423,6 +434,9 @@ func (l *leader) commit(ctx context.Context, ops []*pending) (failed *pending) {
 		return l.failed
 	}
 	committed, n := l.m.settle(ops, err), 0
+	if !committed && storeDown(err) {
+		l.down = ops[0].err
+	}
 	if committed {
 		l.giveBack(ops)
 		if l.m.commits != nil {

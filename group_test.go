@@ -908,6 +908,36 @@ func TestStoreDownFailsTheGroupAtOnce(t *testing.T) {
 	}
 }
 
+// An operation taken out of its group for failing on its own is not run
+// alone once the group, run again without it, finds the store unable to
+// answer: it would wait as long to meet the same.
+func TestStoreDownFailsWhatWasTakenOutToo(t *testing.T) {
+	t.Parallel()
+	s := newTapStore(nil)
+	m := newTapManager(t, s)
+	ctx := context.Background()
+	letGo := holdFirst(t, m, s)
+	var errs [3]error
+	inOneGroup(t, m, letGo,
+		func() { _, errs[0] = m.Acquire(ctx, acquireReq("order/1", "s-1")) },
+		func() { _, errs[1] = m.Acquire(ctx, acquireReq("poison/2", "s-2")) },
+		func() { _, errs[2] = m.Acquire(ctx, acquireReq("down/3", "s-3")) },
+	)
+	for i, err := range errs {
+		if !errors.Is(err, holdfast.ErrUnavailable) || !errors.Is(err, errDownKey) {
+			t.Errorf("acquire %d: %v, want the store's unavailability", i, err)
+		}
+	}
+	// The held one, the group, the group without poison/2; not poison/2
+	// alone.
+	if got := s.updates.Load(); got != 3 {
+		t.Errorf("%d store transactions, want 3", got)
+	}
+	if held := heldKeys(t, m); len(held) != 0 {
+		t.Errorf("held: %v, want nothing", held)
+	}
+}
+
 // boundedStore bounds its transactions (store.Bounded), so that the
 // Manager bounds the wait of queued operations too.
 type boundedStore struct {

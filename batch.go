@@ -23,12 +23,13 @@ import (
 // operations gave inside fn is void, successes included. fn may be
 // called more than once: where the store reads ahead, first to learn what
 // the operations touch (their answers then are void); again if the store
-// retries the transaction; and if an operation fails for a reason other
+// retries the transaction; if an operation fails for a reason other
 // than a refusal, the batch runs again with one transaction per
 // operation, so that its failure undoes only its own writes, unless the
 // store could not answer at all (store.ErrUnavailable), which fails the
-// whole batch at once. The answers
-// of the last call are the ones that count. Like a single operation's, a
+// whole batch at once; and, for Config.Observer, to learn the operations
+// of a batch the store failed before running it (their answers are void
+// then too). The answers of the last call are the ones that count. Like a single operation's, a
 // batch's transaction may still commit after ctx ends, once it is under
 // way. A panic in fn, or in one of its operations, is raised again by
 // Batch, with the stack where it happened in its message, and nothing of
@@ -75,10 +76,14 @@ func (m *Manager) Batch(ctx context.Context, fn func(ctx context.Context)) error
 		}
 		m.observe(q.name, start, q.err)
 	}
-	if len(r.b.ops) == 0 && err != nil {
+	if len(r.b.ops) == 0 && err != nil && m.cfg.Observer != nil {
 		// It never ran: it waited in the queue too long, its caller gave
 		// up there, or the store failed before running anything. Its
-		// operations are observed all the same, by the names it gathered.
+		// operations are observed all the same, by their names, which a
+		// batch that did not queue learns only now.
+		if !r.gathered {
+			r.gather()
+		}
 		for _, name := range r.names {
 			m.observe(name, start, err)
 		}

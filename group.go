@@ -168,8 +168,8 @@ type grouper struct {
 	// maxWait bounds how long an operation waits in the queue, where the
 	// store bounds its transactions (store.Bounded): one that waited
 	// longer, behind groups whose transactions hung until the store gave
-	// up on them, fails as they did, without a transaction of its own.
-	// Zero: no bound.
+	// up on them or only just kept within its bound, fails unavailable
+	// without a transaction of its own (expireLocked). Zero: no bound.
 	maxWait time.Duration
 }
 
@@ -302,10 +302,10 @@ func (gr *grouper) expireLocked() {
 // that fails other than by refusing is taken out, the others run again
 // without it, and then it runs alone: its failure undoes only its own
 // writes, and no caller gets another's error; but a store that could not
-// answer fails them all (storeDown), those taken out before included.
-// An operation that panics is
-// such a failure, and panics again on its own caller's goroutine (apply);
-// a panic of the store itself is raised again on self's.
+// answer fails them all (storeDown), those taken out before included. An
+// operation that panics is such a failure, and panics again on its own
+// caller's goroutine (apply), the store's later failure or not; a panic
+// of the store itself is raised again on self's.
 func (m *Manager) lead(self *pending, g *group) {
 	ops, ctx := self.self[:], self.ctx
 	if g != nil && len(g.ops) > 1 {
@@ -433,15 +433,21 @@ func (l *leader) commit(ctx context.Context, ops []*pending) (failed *pending) {
 		// against a store's bound, so its failure may be its own.
 		return l.failed
 	}
-	committed, n := l.m.settle(ops, err), 0
+	committed := l.m.settle(ops, err)
 	if !committed && storeDown(err) {
 		l.down = ops[0].err
 	}
 	if committed {
 		l.giveBack(ops)
 		if l.m.commits != nil {
+			n := 0
 			for _, p := range ops {
-				n += p.operations() // before the callers are woken and reuse ops
+				n += p.operations()
+			}
+			// Before the callers are woken and reuse ops: were the
+			// observer to panic after, lead would wake them again.
+			if n > 0 {
+				l.m.commits.ObserveCommit(n, time.Since(start))
 			}
 		}
 	}
@@ -449,9 +455,6 @@ func (l *leader) commit(ctx context.Context, ops []*pending) (failed *pending) {
 		if p != l.self {
 			p.woken <- nil
 		}
-	}
-	if n > 0 {
-		l.m.commits.ObserveCommit(n, time.Since(start))
 	}
 	return nil
 }

@@ -1191,6 +1191,112 @@ func TestBatchOperationsAreObservedWhenTheStoreFails(t *testing.T) {
 	}
 }
 
+// deadStore fails every transaction, before running it, while down is
+// set.
+type deadStore struct {
+	store.Store
+	down atomic.Bool
+}
+
+func (s *deadStore) Update(ctx context.Context, fn func(store.Tx) error) error {
+	if s.down.Load() {
+		return fmt.Errorf("dead store: %w", store.ErrUnavailable)
+	}
+	return s.Store.Update(ctx, fn)
+}
+
+// A batch the store fails before running it is observed too, by the
+// names of its operations, once each: over a store that does not read
+// ahead, and over one that does, where the batch ran before it failed.
+func TestBatchesTheStoreNeverRanAreObserved(t *testing.T) {
+	t.Parallel()
+	fn := func(m *holdfast.Manager) func(ctx context.Context) {
+		return func(ctx context.Context) {
+			m.Acquire(ctx, acquireReq("order/1", "s-1"))
+			m.Heartbeat(ctx, holdfast.HeartbeatRequest{Session: "s-1"})
+		}
+	}
+	unavailable := func(obs *observed) []string {
+		var out []string
+		for _, o := range obs.list() {
+			if strings.Contains(o, "store unavailable") {
+				out = append(out, o[:strings.Index(o, ":")])
+			}
+		}
+		return out
+	}
+	want := []string{"acquire", "heartbeat"}
+
+	obs := &observed{}
+	s := &deadStore{Store: memstore.New(memstore.Config{})}
+	m, err := holdfast.New(s, holdfast.Config{SweepInterval: -1, Observer: obs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { m.Close(); s.Close() })
+	s.down.Store(true)
+	if err := m.Batch(context.Background(), fn(m)); !errors.Is(err, holdfast.ErrUnavailable) {
+		t.Fatalf("Batch = %v, want unavailable", err)
+	}
+	if got := unavailable(obs); !slices.Equal(got, want) {
+		t.Errorf("observed failing: %v, want %v", got, want)
+	}
+
+	// Where the store reads ahead, the batch runs before the store fails
+	// it: observed once, not again by its names.
+	obs = &observed{}
+	tap := newTapStore(nil)
+	tap.prepares = true
+	m = newObservedManager(t, tap, obs)
+	learnPreparing(t, m)
+	err = m.Batch(context.Background(), func(ctx context.Context) {
+		fn(m)(ctx)
+		m.Acquire(ctx, acquireReq("down/2", "s-2"))
+	})
+	if !errors.Is(err, errDownKey) {
+		t.Fatalf("Batch = %v, want the store's unavailability", err)
+	}
+	if got := unavailable(obs); !slices.Equal(got, []string{"acquire", "acquire", "heartbeat"}) {
+		t.Errorf("observed failing: %v, want each of the batch's operations once", got)
+	}
+}
+
+// An operation that panics in a group panics on its own caller even when
+// the group, run again without it, finds the store unable to answer; the
+// others get the store's failure.
+func TestPanicInAGroupTheStoreThenFails(t *testing.T) {
+	t.Parallel()
+	s := newTapStore(nil)
+	obs := &observed{}
+	m := newObservedManager(t, s, obs)
+	ctx := context.Background()
+	letGo := holdFirst(t, m, s)
+	var errs [3]error
+	var panicked any
+	inOneGroup(t, m, letGo,
+		func() { _, errs[0] = m.Acquire(ctx, acquireReq("order/1", "s-1")) },
+		func() {
+			panicked = panicOf(func() { _, errs[1] = m.Acquire(ctx, acquireReq("panic/2", "s-2")) })
+		},
+		func() { _, errs[2] = m.Acquire(ctx, acquireReq("down/3", "s-3")) },
+	)
+	if msg := fmt.Sprint(panicked); !strings.HasPrefix(msg, "boom: panic/2\n") {
+		t.Errorf("the panicking acquire panicked with %q, want its own panic", msg)
+	}
+	for _, i := range []int{0, 2} {
+		if !errors.Is(errs[i], errDownKey) {
+			t.Errorf("acquire %d: %v, want the store's unavailability", i, errs[i])
+		}
+	}
+	// The held one, the group, the group without panic/2.
+	if got := s.updates.Load(); got != 3 {
+		t.Errorf("%d store transactions, want 3", got)
+	}
+	if got := len(obs.list()); got != 4 {
+		t.Errorf("%d operations observed, want 4: %q", got, obs.list())
+	}
+}
+
 // heldKeys lists the keys held, in key order.
 func heldKeys(t *testing.T, m *holdfast.Manager) []string {
 	t.Helper()
@@ -1366,6 +1472,57 @@ func (o *commitsObserved) ObserveCommit(ops int, d time.Duration) {
 		ops = -1 // a negative time is wrong: the test fails on it
 	}
 	o.commits = append(o.commits, ops)
+}
+
+// panickyCommits is a CommitObserver that panics when told of a commit
+// of several operations, once.
+type panickyCommits struct {
+	observed
+	done atomic.Bool
+}
+
+func (o *panickyCommits) ObserveCommit(ops int, _ time.Duration) {
+	if ops > 1 && o.done.CompareAndSwap(false, true) {
+		panic("observer boom")
+	}
+}
+
+// A CommitObserver that panics is told before the callers are woken, so
+// that its panic, which the group's leader raises, does not wake them
+// twice: a second wake-up, left in a reused operation's channel, would
+// answer a later operation before it ran.
+func TestCommitObserverPanicWakesEachCallerOnce(t *testing.T) {
+	t.Parallel()
+	s := newTapStore(nil)
+	obs := &panickyCommits{}
+	m := newObservedManager(t, s, obs)
+	ctx := context.Background()
+	letGo := holdFirst(t, m, s)
+	var panicked any
+	inOneGroup(t, m, letGo,
+		func() { panicked = panicOf(func() { m.Acquire(ctx, acquireReq("order/1", "s-1")) }) },
+		func() { m.Acquire(ctx, acquireReq("order/2", "s-2")) },
+	)
+	if fmt.Sprint(panicked) != "observer boom" {
+		t.Fatalf("the group's leader panicked with %v, want the observer's panic", panicked)
+	}
+	// Every later operation runs before it is answered.
+	for round := range 20 {
+		letGo := holdFirst(t, m, s)
+		keys := []string{fmt.Sprintf("later/%d/a", round), fmt.Sprintf("later/%d/b", round), fmt.Sprintf("later/%d/c", round)}
+		var results [3]*holdfast.AcquireResult
+		var errs [3]error
+		var ops []func()
+		for i, key := range keys {
+			ops = append(ops, func() { results[i], errs[i] = m.Acquire(ctx, acquireReq(key, "s-later")) })
+		}
+		inOneGroup(t, m, letGo, ops...)
+		for i, key := range keys {
+			if errs[i] != nil || results[i] == nil || len(results[i].Locks) != 1 || results[i].Locks[0].Key != key {
+				t.Fatalf("round %d: acquire %s = %+v, %v: answered without running", round, key, results[i], errs[i])
+			}
+		}
+	}
 }
 
 // sorted lists the commits' operations in ascending order: over a store

@@ -2,6 +2,7 @@ package pgstore
 
 import (
 	"context"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 )
@@ -29,3 +30,7 @@ const ReadMark = readMark
 
 // PlannerSettings are the set_config calls of a write transaction.
 const PlannerSettings = plannerSettings
+
+// SetListenProbe sets how long Listen waits for a notification before it
+// pings the database; call it before Listen.
+func SetListenProbe(s *Store, d time.Duration) { s.probeEvery = d }

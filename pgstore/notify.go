@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/holdfast/holdfast/store"
 )
@@ -77,13 +78,23 @@ func (t *tx) queueNotify(b *pgx.Batch) {
 // losing its connection.
 const listenRetry = time.Second
 
+// listenProbe is how long Listen waits for a notification before it asks
+// the database whether its connection still answers. Waiting only reads,
+// and a read never learns that the host behind it is gone (a failover to
+// a standby that took its address, a partition that outlasts it): the
+// connection would wait for TCP to give up, which takes the better part
+// of an hour, while other servers' commits are not streamed.
+const listenProbe = 30 * time.Second
+
 // Listen calls fn with the audit entries that other stores on this
 // schema commit (those with Config.Notify set), in id order per
 // transaction, until ctx ends; it then returns ctx's error. It uses a
 // connection of its own, outside the pool, and connects again when it
-// loses it: entries committed while it was disconnected are not
-// delivered, so a subscriber that must see everything resumes from the
-// audit log. fn runs on Listen's goroutine and should not block long.
+// loses it, or when the database does not answer on it within 2s after
+// 30s without a notification: entries committed while it was
+// disconnected are not delivered, so a subscriber that must see
+// everything resumes from the audit log. fn runs on Listen's goroutine
+// and should not block long.
 func (s *Store) Listen(ctx context.Context, fn func([]store.AuditEntry)) error {
 	for {
 		err := s.listenOnce(ctx, fn)
@@ -100,29 +111,15 @@ func (s *Store) Listen(ctx context.Context, fn func([]store.AuditEntry)) error {
 }
 
 func (s *Store) listenOnce(ctx context.Context, fn func([]store.AuditEntry)) error {
-	conn, err := pgx.ConnectConfig(ctx, s.pool.Config().ConnConfig.Copy())
+	conn, err := s.listenConn(ctx)
 	if err != nil {
-		return fmt.Errorf("pgstore: listen: connect: %w", err)
+		return err
 	}
-	defer func() {
-		closeCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), pingTimeout)
-		conn.Close(closeCtx)
-		cancel()
-	}()
-	// The listener reads entries outside any of the store's transactions,
-	// so it turns JIT off for its whole session (docs/POSTGRES.md, "JIT"):
-	// with SET rather than a startup parameter, which connection poolers
-	// may refuse.
-	if _, err := conn.Exec(ctx, `SET jit = off`); err != nil {
-		return fmt.Errorf("pgstore: listen: %w", err)
-	}
-	if _, err := conn.Exec(ctx, `LISTEN `+quote(s.schema)); err != nil {
-		return fmt.Errorf("pgstore: listen: %w", err)
-	}
+	defer closeListenConn(ctx, conn)
 	for {
-		n, err := conn.WaitForNotification(ctx)
+		n, err := s.waitForNotification(ctx, conn)
 		if err != nil {
-			return fmt.Errorf("pgstore: listen: %w", err)
+			return err
 		}
 		instance, list, ok := strings.Cut(n.Payload, " ")
 		if !ok || instance == s.instance {
@@ -133,12 +130,74 @@ func (s *Store) listenOnce(ctx context.Context, fn func([]store.AuditEntry)) err
 			s.log.Warn("pgstore: listen: ignoring a notification that is not holdfast's", "payload", n.Payload, "error", err)
 			continue
 		}
-		entries, err := s.auditByID(ctx, conn, ids)
+		readCtx, cancel := s.bound(ctx)
+		entries, err := s.auditByID(readCtx, conn, ids)
+		err = s.timeoutOf(readCtx, err)
+		cancel()
 		if err != nil {
 			return err
 		}
 		if len(entries) > 0 {
 			fn(entries)
+		}
+	}
+}
+
+// listenConn connects and listens, within the store's bound on a
+// transaction, which counts taking a new connection too.
+func (s *Store) listenConn(ctx context.Context) (*pgx.Conn, error) {
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
+	conn, err := pgx.ConnectConfig(ctx, s.pool.Config().ConnConfig.Copy())
+	if err != nil {
+		return nil, s.timeoutOf(ctx, fmt.Errorf("pgstore: listen: connect: %w", err))
+	}
+	// The listener reads entries outside any of the store's transactions,
+	// so it turns JIT off for its whole session (docs/POSTGRES.md, "JIT"):
+	// with SET rather than a startup parameter, which connection poolers
+	// may refuse.
+	_, err = conn.Exec(ctx, `SET jit = off`)
+	if err == nil {
+		_, err = conn.Exec(ctx, `LISTEN `+quote(s.schema))
+	}
+	if err != nil {
+		closeListenConn(ctx, conn)
+		return nil, s.timeoutOf(ctx, fmt.Errorf("pgstore: listen: %w", err))
+	}
+	return conn, nil
+}
+
+// closeListenConn closes conn, within pingTimeout even after ctx ended.
+func closeListenConn(ctx context.Context, conn *pgx.Conn) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), pingTimeout)
+	defer cancel()
+	conn.Close(ctx)
+}
+
+// waitForNotification waits for the next notification on conn. Each
+// s.probeEvery without one, it pings the database on conn, and fails if
+// that takes longer than pingTimeout. Notifications that arrive meanwhile
+// are kept by pgx for the next wait.
+func (s *Store) waitForNotification(ctx context.Context, conn *pgx.Conn) (*pgconn.Notification, error) {
+	for {
+		waitCtx, cancel := context.WithTimeout(ctx, s.probeEvery)
+		n, err := conn.WaitForNotification(waitCtx)
+		quiet := err != nil && ctx.Err() == nil && errors.Is(waitCtx.Err(), context.DeadlineExceeded)
+		cancel()
+		if err == nil {
+			return n, nil
+		}
+		if !quiet {
+			return nil, fmt.Errorf("pgstore: listen: %w", err)
+		}
+		pingCtx, cancel := context.WithTimeout(ctx, pingTimeout)
+		err = conn.Ping(pingCtx)
+		cancel()
+		if err != nil {
+			if ctx.Err() == nil && timedOut(err) {
+				return nil, fmt.Errorf("pgstore: listen: heard nothing for %s, and PostgreSQL did not answer a ping within %s on that connection: %w", s.probeEvery, pingTimeout, err)
+			}
+			return nil, fmt.Errorf("pgstore: listen: ping: %w", err)
 		}
 	}
 }

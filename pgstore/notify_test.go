@@ -2,6 +2,8 @@ package pgstore_test
 
 import (
 	"context"
+	"fmt"
+	"log/slog"
 	"slices"
 	"strings"
 	"sync"
@@ -120,3 +122,94 @@ func TestNotifyAfterCommit(t *testing.T) {
 		t.Error("no round trip sent pg_notify")
 	}
 }
+
+// A listener whose database host vanished under its connection (a
+// failover to a standby that took over its address) pings the database
+// once it has heard nothing for a while, gets no answer, and listens again
+// on a new connection: waiting, which only reads, would never learn that
+// the host is gone.
+func TestListenerLeavesAVanishedHost(t *testing.T) {
+	t.Parallel()
+	proxy, pool, schema := behindProxy(t)
+	warnings := make(chan string, 16)
+	listener, err := pgstore.New(t.Context(), pool, pgstore.Config{Schema: schema,
+		Logger: slog.New(warningsTo(warnings))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer listener.Close()
+	pgstore.SetListenProbe(listener, 200*time.Millisecond)
+	sender, err := pgstore.New(t.Context(), testPool(t), pgstore.Config{Schema: schema, Logger: quiet, Notify: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sender.Close()
+	m, err := holdfast.New(sender, holdfast.Config{SweepInterval: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+
+	heard := make(chan []store.AuditEntry, 64)
+	ctx, cancel := context.WithCancel(t.Context())
+	listening := make(chan error, 1)
+	go func() { listening <- listener.Listen(ctx, func(es []store.AuditEntry) { heard <- es }) }()
+	defer func() {
+		cancel()
+		<-listening
+	}()
+	// hear acquires for session until the listener hears one of them.
+	hear := func(session string) {
+		t.Helper()
+		deadline := time.After(time.Minute)
+		for i := 0; ; i++ {
+			if _, err := m.Acquire(t.Context(), holdfast.AcquireRequest{Keys: []string{fmt.Sprintf("%s/%d", session, i)},
+				Owner: holdfast.Owner{Session: session}}); err != nil {
+				t.Fatal(err)
+			}
+			select {
+			case es := <-heard:
+				if slices.ContainsFunc(es, func(e store.AuditEntry) bool { return e.Lock.Session == session }) {
+					return
+				}
+			case <-time.After(100 * time.Millisecond):
+			case <-deadline:
+				t.Fatalf("the listener heard no commit of %s in a minute", session)
+			}
+		}
+	}
+	hear("s-before")
+	proxy.Strand()
+	hear("s-after")
+	select {
+	case w := <-warnings:
+		if !strings.Contains(w, "did not answer a ping") {
+			t.Errorf("the listener warned %q, want that the database did not answer its ping", w)
+		}
+	default:
+		t.Error("the listener connected again without a warning")
+	}
+}
+
+// warningsTo is a slog handler that sends each warning's message and
+// attributes to c.
+func warningsTo(c chan<- string) slog.Handler { return warnings{c} }
+
+type warnings struct{ c chan<- string }
+
+func (w warnings) Enabled(_ context.Context, l slog.Level) bool { return l >= slog.LevelWarn }
+func (w warnings) Handle(_ context.Context, r slog.Record) error {
+	var b strings.Builder
+	b.WriteString(r.Message)
+	r.Attrs(func(a slog.Attr) bool {
+		fmt.Fprintf(&b, " %s=%v", a.Key, a.Value)
+		return true
+	})
+	select {
+	case w.c <- b.String():
+	default:
+	}
+	return nil
+}
+func (w warnings) WithAttrs([]slog.Attr) slog.Handler { return w }
+func (w warnings) WithGroup(string) slog.Handler      { return w }

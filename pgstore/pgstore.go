@@ -78,6 +78,9 @@ type Store struct {
 	// a transaction's context that ran out of it.
 	timeout  time.Duration
 	timedOut error
+	// probeEvery is how long Listen waits for a notification before it
+	// pings the database (listenProbe; tests shorten it).
+	probeEvery time.Duration
 }
 
 var _ store.Store = (*Store)(nil)
@@ -112,6 +115,8 @@ func New(ctx context.Context, pool *pgxpool.Pool, cfg Config) (*Store, error) {
 		instance: newInstanceID(),
 		timeout:  cfg.Timeout,
 		timedOut: fmt.Errorf("pgstore: %w: PostgreSQL did not answer within %s", store.ErrUnavailable, cfg.Timeout),
+
+		probeEvery: listenProbe,
 	}, nil
 }
 

@@ -20,7 +20,10 @@ type Proxy struct {
 	// open is closed while bytes pass; Stall replaces it with one that is
 	// not, and the connections hold what they read until it is.
 	open chan struct{}
-	wg   sync.WaitGroup
+	// stranded are the connections Strand held for good; Cut closes them.
+	stranded map[net.Conn]bool
+	never    chan struct{}
+	wg       sync.WaitGroup
 }
 
 // New listens on a free loopback port and forwards to target (host:port).
@@ -31,7 +34,8 @@ func New(t testing.TB, target string) *Proxy {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &Proxy{ln: ln, target: target, conns: map[net.Conn]bool{}, open: make(chan struct{})}
+	p := &Proxy{ln: ln, target: target, conns: map[net.Conn]bool{}, open: make(chan struct{}),
+		stranded: map[net.Conn]bool{}, never: make(chan struct{})}
 	close(p.open)
 	p.wg.Go(p.serve)
 	t.Cleanup(func() {
@@ -87,6 +91,9 @@ func (p *Proxy) forward(dst, src net.Conn) {
 		n, err := src.Read(buf)
 		p.mu.Lock()
 		open := p.open
+		if p.stranded[src] {
+			open = p.never
+		}
 		p.mu.Unlock()
 		<-open
 		if n > 0 {
@@ -116,7 +123,22 @@ func (p *Proxy) Cut() {
 		c.Close()
 	}
 	clear(p.conns)
+	clear(p.stranded)
 	p.openLocked() // what was held goes nowhere now
+	close(p.never)
+	p.never = make(chan struct{})
+}
+
+// Strand holds every byte of the connections open now, for good, while
+// new connections pass: a database host that died under its clients'
+// connections while a standby took over its address, as those clients
+// see it. Only Cut ends them.
+func (p *Proxy) Strand() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for c := range p.conns {
+		p.stranded[c] = true
+	}
 }
 
 // Stall stops passing bytes either way until Restore, and holds new

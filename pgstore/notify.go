@@ -79,11 +79,12 @@ func (t *tx) queueNotify(b *pgx.Batch) {
 const listenRetry = time.Second
 
 // listenProbe is how long Listen waits for a notification before it asks
-// the database whether its connection still answers. Waiting only reads,
-// and a read never learns that the host behind it is gone (a failover to
-// a standby that took its address, a partition that outlasts it): the
-// connection would wait for TCP to give up, which takes the better part
-// of an hour, while other servers' commits are not streamed.
+// the database whether its connection still answers. Waiting only reads:
+// a connection whose host vanished (a failover to a standby that took
+// over its address, a lasting partition) would wait for TCP's keepalive
+// to give up, two and a half minutes with Go's defaults, and one to a
+// host whose kernel still answers but whose PostgreSQL does not would
+// wait for ever, while other servers' commits are not streamed.
 const listenProbe = 30 * time.Second
 
 // Listen calls fn with the audit entries that other stores on this

@@ -12,6 +12,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgconn/ctxwatch"
 
 	"github.com/holdfast/holdfast/store"
 )
@@ -80,22 +81,23 @@ const listenRetry = time.Second
 
 // listenProbe is how long Listen waits for a notification before it asks
 // the database whether its connection still answers. Waiting only reads:
-// a connection whose host vanished (a failover to a standby that took
-// over its address, a lasting partition) would wait for TCP's keepalive
-// to give up, two and a half minutes with Go's defaults, and one to a
-// host whose kernel still answers but whose PostgreSQL does not would
-// wait for ever, while other servers' commits are not streamed.
+// a connection to a host gone silent (a partition, a power loss, a
+// failover by DNS or a load balancer that drops its packets) would wait
+// for TCP's keepalive to give up, two and a half minutes with Go's
+// defaults, and one to a host whose kernel still answers but whose
+// PostgreSQL does not would wait for ever, while other servers' commits
+// are not streamed.
 const listenProbe = 30 * time.Second
 
 // Listen calls fn with the audit entries that other stores on this
 // schema commit (those with Config.Notify set), in id order per
 // transaction, until ctx ends; it then returns ctx's error. It uses a
 // connection of its own, outside the pool, and connects again when it
-// loses it, or when the database does not answer on it within 2s after
-// 30s without a notification: entries committed while it was
-// disconnected are not delivered, so a subscriber that must see
-// everything resumes from the audit log. fn runs on Listen's goroutine
-// and should not block long.
+// loses it, or when the database does not answer a ping on it within
+// Config.Timeout after 30s without a notification: entries committed
+// while it was disconnected are not delivered, so a subscriber that must
+// see everything resumes from the audit log. fn runs on Listen's
+// goroutine and should not block long.
 func (s *Store) Listen(ctx context.Context, fn func([]store.AuditEntry)) error {
 	for {
 		err := s.listenOnce(ctx, fn)
@@ -149,7 +151,16 @@ func (s *Store) listenOnce(ctx context.Context, fn func([]store.AuditEntry)) err
 func (s *Store) listenConn(ctx context.Context) (*pgx.Conn, error) {
 	ctx, cancel := s.bound(ctx)
 	defer cancel()
-	conn, err := pgx.ConnectConfig(ctx, s.pool.Config().ConnConfig.Copy())
+	cfg := s.pool.Config().ConnConfig.Copy()
+	// pgx's own ways, whatever the pool was given: a deadline, not a
+	// cancel request, ends each wait for a notification (a cancel request
+	// could land on the ping after it), and pgx keeps the notifications
+	// for WaitForNotification.
+	cfg.BuildContextWatcherHandler = func(c *pgconn.PgConn) ctxwatch.Handler {
+		return &pgconn.DeadlineContextWatcherHandler{Conn: c.Conn()}
+	}
+	cfg.OnNotification = nil
+	conn, err := pgx.ConnectConfig(ctx, cfg)
 	if err != nil {
 		return nil, s.timeoutOf(ctx, fmt.Errorf("pgstore: listen: connect: %w", err))
 	}
@@ -177,13 +188,13 @@ func closeListenConn(ctx context.Context, conn *pgx.Conn) {
 
 // waitForNotification waits for the next notification on conn. Each
 // s.probeEvery without one, it pings the database on conn, and fails if
-// that takes longer than pingTimeout. Notifications that arrive meanwhile
-// are kept by pgx for the next wait.
+// that takes longer than the store gives a transaction. Notifications
+// that arrive meanwhile are kept by pgx for the next wait.
 func (s *Store) waitForNotification(ctx context.Context, conn *pgx.Conn) (*pgconn.Notification, error) {
 	for {
 		waitCtx, cancel := context.WithTimeout(ctx, s.probeEvery)
 		n, err := conn.WaitForNotification(waitCtx)
-		quiet := err != nil && ctx.Err() == nil && errors.Is(waitCtx.Err(), context.DeadlineExceeded)
+		quiet := err != nil && timedOut(err) && ctx.Err() == nil && errors.Is(waitCtx.Err(), context.DeadlineExceeded)
 		cancel()
 		if err == nil {
 			return n, nil
@@ -191,12 +202,12 @@ func (s *Store) waitForNotification(ctx context.Context, conn *pgx.Conn) (*pgcon
 		if !quiet {
 			return nil, fmt.Errorf("pgstore: listen: %w", err)
 		}
-		pingCtx, cancel := context.WithTimeout(ctx, pingTimeout)
+		pingCtx, cancel := s.bound(ctx)
 		err = conn.Ping(pingCtx)
 		cancel()
 		if err != nil {
-			if ctx.Err() == nil && timedOut(err) {
-				return nil, fmt.Errorf("pgstore: listen: heard nothing for %s, and PostgreSQL did not answer a ping within %s on that connection: %w", s.probeEvery, pingTimeout, err)
+			if context.Cause(pingCtx) == s.timedOut && timedOut(err) {
+				return nil, fmt.Errorf("pgstore: listen: heard nothing for %s, and PostgreSQL did not answer a ping within %s on that connection: %w", s.probeEvery, s.timeout, err)
 			}
 			return nil, fmt.Errorf("pgstore: listen: ping: %w", err)
 		}

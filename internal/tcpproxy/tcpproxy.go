@@ -130,9 +130,10 @@ func (p *Proxy) Cut() {
 }
 
 // Strand holds every byte of the connections open now, for good, while
-// new connections pass: a database host that died under its clients'
-// connections while a standby took over its address, as those clients
-// see it. Only Cut ends them.
+// new connections pass: as their clients see it, a database that hangs
+// on those connections (the proxy's kernel still acknowledges what they
+// send, as a live host's does) while new ones are served. Only Cut ends
+// them.
 func (p *Proxy) Strand() {
 	p.mu.Lock()
 	defer p.mu.Unlock()

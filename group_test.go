@@ -868,34 +868,54 @@ func TestFailingBatchLeavesItsGroup(t *testing.T) {
 // When the store fails an operation because it cannot answer, the whole
 // group fails with it, at once: running the others again without it, and
 // then it alone, would only meet the same failure, each after as long.
+// Nor is an operation taken out of the group before, for failing on its
+// own (poison/), run alone once the group, run again without it, finds
+// the store unable to answer.
 func TestStoreDownFailsTheGroupAtOnce(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		keys []string
+		// transactions: the held one, then the group's runs.
+		transactions int64
+	}{
+		{[]string{"order/1", "down/2", "order/3"}, 2},
+		{[]string{"order/1", "poison/2", "down/3"}, 3}, // not poison/2 alone
+	} {
+		t.Run(strings.Join(c.keys, ","), func(t *testing.T) {
+			t.Parallel()
+			s := newTapStore(nil)
+			m := newTapManager(t, s)
+			ctx := context.Background()
+			letGo := holdFirst(t, m, s)
+			errs := make([]error, len(c.keys))
+			var ops []func()
+			for i, key := range c.keys {
+				ops = append(ops, func() { _, errs[i] = m.Acquire(ctx, acquireReq(key, fmt.Sprintf("s-%d", i))) })
+			}
+			inOneGroup(t, m, letGo, ops...)
+			for i, err := range errs {
+				if !errors.Is(err, holdfast.ErrUnavailable) || !errors.Is(err, errDownKey) {
+					t.Errorf("acquire %s: %v, want the store's unavailability", c.keys[i], err)
+				}
+			}
+			if got := s.updates.Load(); got != c.transactions {
+				t.Errorf("%d store transactions, want %d", got, c.transactions)
+			}
+			if held := heldKeys(t, m); len(held) != 0 {
+				t.Errorf("held: %v, want nothing", held)
+			}
+		})
+	}
+}
+
+// A batch that meets a store unable to answer is not run again one
+// operation at a time.
+func TestStoreDownFailsTheBatchAtOnce(t *testing.T) {
 	t.Parallel()
 	s := newTapStore(nil)
 	m := newTapManager(t, s)
-	ctx := context.Background()
-	letGo := holdFirst(t, m, s)
-	var errs [3]error
-	inOneGroup(t, m, letGo,
-		func() { _, errs[0] = m.Acquire(ctx, acquireReq("order/1", "s-1")) },
-		func() { _, errs[1] = m.Acquire(ctx, acquireReq("down/2", "s-2")) },
-		func() { _, errs[2] = m.Acquire(ctx, acquireReq("order/3", "s-3")) },
-	)
-	for i, err := range errs {
-		if !errors.Is(err, holdfast.ErrUnavailable) || !errors.Is(err, errDownKey) {
-			t.Errorf("acquire %d: %v, want the store's unavailability", i, err)
-		}
-	}
-	// The held one, then the group, once.
-	if got := s.updates.Load(); got != 2 {
-		t.Errorf("%d store transactions, want 2", got)
-	}
-	if held := heldKeys(t, m); len(held) != 0 {
-		t.Errorf("held: %v, want nothing", held)
-	}
-
-	// A batch is not run again one operation at a time either.
-	before, calls := s.updates.Load(), 0
-	err := m.Batch(ctx, func(ctx context.Context) {
+	calls := 0
+	err := m.Batch(context.Background(), func(ctx context.Context) {
 		calls++
 		m.Acquire(ctx, acquireReq("order/4", "s-4"))
 		m.Acquire(ctx, acquireReq("down/5", "s-5"))
@@ -903,38 +923,8 @@ func TestStoreDownFailsTheGroupAtOnce(t *testing.T) {
 	if !errors.Is(err, errDownKey) {
 		t.Errorf("Batch = %v, want the store's unavailability", err)
 	}
-	if got := s.updates.Load() - before; got != 1 || calls != 1 {
+	if got := s.updates.Load(); got != 1 || calls != 1 {
 		t.Errorf("the batch took %d store transactions and %d runs of its fn, want 1 and 1", got, calls)
-	}
-}
-
-// An operation taken out of its group for failing on its own is not run
-// alone once the group, run again without it, finds the store unable to
-// answer: it would wait as long to meet the same.
-func TestStoreDownFailsWhatWasTakenOutToo(t *testing.T) {
-	t.Parallel()
-	s := newTapStore(nil)
-	m := newTapManager(t, s)
-	ctx := context.Background()
-	letGo := holdFirst(t, m, s)
-	var errs [3]error
-	inOneGroup(t, m, letGo,
-		func() { _, errs[0] = m.Acquire(ctx, acquireReq("order/1", "s-1")) },
-		func() { _, errs[1] = m.Acquire(ctx, acquireReq("poison/2", "s-2")) },
-		func() { _, errs[2] = m.Acquire(ctx, acquireReq("down/3", "s-3")) },
-	)
-	for i, err := range errs {
-		if !errors.Is(err, holdfast.ErrUnavailable) || !errors.Is(err, errDownKey) {
-			t.Errorf("acquire %d: %v, want the store's unavailability", i, err)
-		}
-	}
-	// The held one, the group, the group without poison/2; not poison/2
-	// alone.
-	if got := s.updates.Load(); got != 3 {
-		t.Errorf("%d store transactions, want 3", got)
-	}
-	if held := heldKeys(t, m); len(held) != 0 {
-		t.Errorf("held: %v, want nothing", held)
 	}
 }
 

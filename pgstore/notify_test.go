@@ -67,16 +67,7 @@ func TestNotifyAfterCommit(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer sender.Close()
-	listener := open(t, testPool(t), schema, nil)
-
-	heard := make(chan []store.AuditEntry, 16)
-	ctx, cancel := context.WithCancel(t.Context())
-	listening := make(chan error, 1)
-	go func() { listening <- listener.Listen(ctx, func(es []store.AuditEntry) { heard <- es }) }()
-	defer func() {
-		cancel()
-		<-listening
-	}()
+	heard := listen(t, open(t, testPool(t), schema, nil))
 
 	m, err := holdfast.New(sender, holdfast.Config{SweepInterval: -1})
 	if err != nil {
@@ -138,7 +129,7 @@ func TestListenerLeavesAHungConnection(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer listener.Close()
+	t.Cleanup(func() { listener.Close() }) // after listen's cleanup, registered below
 	pgstore.SetListenProbe(listener, 200*time.Millisecond)
 	sender, err := pgstore.New(t.Context(), testPool(t), pgstore.Config{Schema: schema, Logger: quiet, Notify: true})
 	if err != nil {
@@ -151,14 +142,7 @@ func TestListenerLeavesAHungConnection(t *testing.T) {
 	}
 	defer m.Close()
 
-	heard := make(chan []store.AuditEntry, 64)
-	ctx, cancel := context.WithCancel(t.Context())
-	listening := make(chan error, 1)
-	go func() { listening <- listener.Listen(ctx, func(es []store.AuditEntry) { heard <- es }) }()
-	defer func() {
-		cancel()
-		<-listening
-	}()
+	heard := listen(t, listener)
 	// hear acquires for session until the listener hears one of them.
 	hear := func(session string) {
 		t.Helper()
@@ -190,6 +174,19 @@ func TestListenerLeavesAHungConnection(t *testing.T) {
 	default:
 		t.Error("the listener connected again without a warning")
 	}
+}
+
+// listen runs s.Listen until t ends, and returns what it hears.
+func listen(t *testing.T, s *pgstore.Store) <-chan []store.AuditEntry {
+	heard := make(chan []store.AuditEntry, 64)
+	ctx, cancel := context.WithCancel(t.Context())
+	listening := make(chan error, 1)
+	go func() { listening <- s.Listen(ctx, func(es []store.AuditEntry) { heard <- es }) }()
+	t.Cleanup(func() {
+		cancel()
+		<-listening
+	})
+	return heard
 }
 
 // warningsTo is a slog handler that sends each warning's message and

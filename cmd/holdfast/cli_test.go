@@ -300,6 +300,34 @@ func TestRunHoldsLockAndPropagatesStatus(t *testing.T) {
 	}
 }
 
+// A command that is not there, or cannot run, gets a shell's statuses,
+// and its lock is released.
+func TestRunCommandNotRunnable(t *testing.T) {
+	t.Parallel()
+	s := newTestServer(t)
+	dir := t.TempDir()
+	notExecutable := filepath.Join(dir, "report.sh")
+	if err := os.WriteFile(notExecutable, []byte("#!/bin/sh\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		command string
+		want    int
+	}{
+		{"holdfast-no-such-command", 127},
+		{filepath.Join(dir, "missing.sh"), 127},
+		{notExecutable, 126},
+	} {
+		r := s.run(t, "run", "job/report", "--", c.command)
+		if r.code != c.want {
+			t.Errorf("run %s: exit %d, want %d\nstderr: %s", c.command, r.code, c.want, r.stderr)
+		}
+		if hs := s.holders(t, "job/report"); len(hs) != 0 {
+			t.Errorf("after run %s, job/report is still held: %+v", c.command, hs)
+		}
+	}
+}
+
 func TestRunRefusedWhenLocked(t *testing.T) {
 	t.Parallel()
 	s := newTestServer(t)

@@ -42,7 +42,8 @@ Exit codes:
   5   not authenticated or not allowed (check --token)
   64  wrong usage
   130 interrupted (Ctrl-C)
-  "holdfast run" exits with its command's status (128+N if killed by signal N)
+  "holdfast run" exits with its command's status (128+N if killed by signal N),
+  127 if the command is not found, 126 if it cannot be run
 `
 
 func main() {

@@ -109,7 +109,9 @@ func (c *runCommand) Run(ctx context.Context, args []string) error {
 	defer signal.Stop(signals)
 	if err := cmd.Start(); err != nil {
 		fmt.Fprintf(c.stderr, "holdfast: %v\n", err)
-		if errors.Is(err, exec.ErrNotFound) {
+		// As a shell answers: 127 for a command it cannot find, by name
+		// or by path, 126 for one it cannot run.
+		if errors.Is(err, exec.ErrNotFound) || errors.Is(err, os.ErrNotExist) {
 			return exitStatus(127)
 		}
 		return exitStatus(126)

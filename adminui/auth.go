@@ -190,10 +190,7 @@ func sameOrigin(r *http.Request) bool {
 	default:
 		return false
 	}
-	own := "http://" + r.Host
-	if r.TLS != nil {
-		own = "https://" + r.Host
-	}
+	own := ownOrigin(r)
 	if o := r.Header.Get("Origin"); o != "" {
 		return o == own
 	}
@@ -202,6 +199,14 @@ func sameOrigin(r *http.Request) bool {
 		return err == nil && u.Scheme+"://"+u.Host == own
 	}
 	return false
+}
+
+// ownOrigin is the origin the request was sent to.
+func ownOrigin(r *http.Request) string {
+	if r.TLS != nil {
+		return "https://" + r.Host
+	}
+	return "http://" + r.Host
 }
 
 func (c *Console) setCookie(w http.ResponseWriter, r *http.Request, s *session) {
@@ -237,7 +242,7 @@ func (c *Console) signIn(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if !sameOrigin(r) {
-		c.fail(w, r, http.StatusForbidden, "Refused: this sign-in came from another site.")
+		c.fail(w, r, http.StatusForbidden, "Refused: this sign-in came from another site. Sign in on the console's own page; a script must send an Origin header naming this server, such as "+ownOrigin(r)+".")
 		return
 	}
 	token := strings.TrimSpace(r.PostFormValue("token"))

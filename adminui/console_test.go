@@ -23,7 +23,12 @@ func TestSignInSetsAStrictSessionCookie(t *testing.T) {
 	if p := b.get("/"); p.status != http.StatusSeeOther || p.header.Get("Location") != "/console/signin" {
 		t.Fatalf("GET / signed out: %d %s", p.status, p.header.Get("Location"))
 	}
-	p := b.post("/console/signin", url.Values{"token": {"not-a-token"}})
+	// A script that sends no Origin is told how to sign in.
+	p := b.post("/console/signin", url.Values{"token": {adminToken}}, "Origin", "")
+	if want := "send an Origin header naming this server, such as " + b.e.url; p.status != http.StatusForbidden || !strings.Contains(p.body, want) {
+		t.Fatalf("sign-in without Origin: %d, want 403 saying %q\n%s", p.status, want, p.body)
+	}
+	p = b.post("/console/signin", url.Values{"token": {"not-a-token"}})
 	if p.status != http.StatusUnauthorized || !strings.Contains(p.body, "not accepted") || p.header.Get("Set-Cookie") != "" {
 		t.Fatalf("bad token: %d, cookie %q\n%s", p.status, p.header.Get("Set-Cookie"), p.body)
 	}

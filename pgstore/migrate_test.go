@@ -17,8 +17,8 @@ func TestNewRefusesAnUnmigratedSchema(t *testing.T) {
 	if !errors.Is(err, pgstore.ErrNotMigrated) {
 		t.Fatalf("New on a missing schema = %v, want ErrNotMigrated", err)
 	}
-	if !strings.Contains(err.Error(), "holdfast migrate") {
-		t.Fatalf("error %q does not name the command to run", err)
+	if !strings.Contains(err.Error(), "run `holdfast migrate --schema hf_test_never_migrated` first") {
+		t.Fatalf("error %q does not name the command to run, with the schema", err)
 	}
 
 	// A schema whose version is behind the build is refused the same way.

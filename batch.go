@@ -31,11 +31,11 @@ import (
 // of a batch the store failed before running it (their answers are void
 // then too). The answers of the last call are the ones that count. Like
 // a single operation's, a batch's transaction may still commit after ctx
-// ends, once it is under way. A panic in fn, or in one of its operations, is raised again by
-// Batch, with the stack where it happened in its message, and nothing of
-// the batch is kept; fn must not end its goroutine otherwise
-// (runtime.Goexit, as testing's FailNow does), since that goroutine may
-// be another caller's.
+// ends, once it is under way. A panic in fn, or in one of its operations,
+// is raised again by Batch, with the stack where it happened in its
+// message, and nothing of the batch is kept; fn must not end its
+// goroutine otherwise (runtime.Goexit, as testing's FailNow does), since
+// that goroutine may be another caller's.
 func (m *Manager) Batch(ctx context.Context, fn func(ctx context.Context)) error {
 	if batchOf(ctx) != nil {
 		fn(ctx)

@@ -242,7 +242,7 @@ func (c *Console) signIn(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if !sameOrigin(r) {
-		c.fail(w, r, http.StatusForbidden, "Refused: this sign-in came from another site. Sign in on the console's own page; a script must send an Origin header naming this server, such as "+ownOrigin(r)+".")
+		c.fail(w, r, http.StatusForbidden, "Refused: this sign-in did not come from the console's own page. Sign in there; a script must send an Origin header naming this server, such as "+ownOrigin(r)+".")
 		return
 	}
 	token := strings.TrimSpace(r.PostFormValue("token"))

@@ -126,14 +126,6 @@ func apply(ctx context.Context, pool *pgxpool.Pool, schema string, m migration) 
 	})
 }
 
-// migrateCommand is the command that migrates schema.
-func migrateCommand(schema string) string {
-	if schema == DefaultSchema {
-		return "holdfast migrate"
-	}
-	return "holdfast migrate --schema " + schema
-}
-
 // ErrNotMigrated is returned (wrapped) by New when the schema is missing
 // or older than this build.
 var ErrNotMigrated = errors.New("schema not migrated")
@@ -144,7 +136,7 @@ func checkVersion(ctx context.Context, pool *pgxpool.Pool, schema string) error 
 	err := pool.QueryRow(ctx, `SELECT max(version) FROM `+quote(schema)+`.schema_migrations`).Scan(&v)
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) && (pgErr.Code == "42P01" || pgErr.Code == "3F000") { // undefined table or schema
-		return fmt.Errorf("pgstore: schema %q has no holdfast tables: %w; run `%s` first", schema, ErrNotMigrated, migrateCommand(schema))
+		return fmt.Errorf("pgstore: schema %q has no holdfast tables: %w; run `holdfast migrate --schema %s` (or pgstore.Migrate) first", schema, ErrNotMigrated, schema)
 	}
 	if err != nil {
 		return classify(fmt.Errorf("pgstore: read schema version: %w", err))
@@ -155,7 +147,7 @@ func checkVersion(ctx context.Context, pool *pgxpool.Pool, schema string) error 
 		if v != nil {
 			have = *v
 		}
-		return fmt.Errorf("pgstore: schema %q is at version %d, this build needs %d: %w; run `%s` first", schema, have, SchemaVersion, ErrNotMigrated, migrateCommand(schema))
+		return fmt.Errorf("pgstore: schema %q is at version %d, this build needs %d: %w; run `holdfast migrate --schema %s` (or pgstore.Migrate) first", schema, have, SchemaVersion, ErrNotMigrated, schema)
 	case *v > SchemaVersion:
 		return fmt.Errorf("pgstore: schema %q is at version %d, newer than this build knows (%d); upgrade holdfast", schema, *v, SchemaVersion)
 	}

@@ -17,7 +17,7 @@ func TestNewRefusesAnUnmigratedSchema(t *testing.T) {
 	if !errors.Is(err, pgstore.ErrNotMigrated) {
 		t.Fatalf("New on a missing schema = %v, want ErrNotMigrated", err)
 	}
-	if !strings.Contains(err.Error(), "run `holdfast migrate --schema hf_test_never_migrated` first") {
+	if !strings.Contains(err.Error(), "run `holdfast migrate --schema hf_test_never_migrated` (or pgstore.Migrate) first") {
 		t.Fatalf("error %q does not name the command to run, with the schema", err)
 	}
 

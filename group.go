@@ -433,11 +433,7 @@ func (l *leader) commit(ctx context.Context, ops []*pending) (failed *pending) {
 		// against a store's bound, so its failure may be its own.
 		return l.failed
 	}
-	committed := l.m.settle(ops, err)
-	if !committed && storeDown(err) {
-		l.down = ops[0].err
-	}
-	if committed {
+	if l.m.settle(ops, err) {
 		l.giveBack(ops)
 		if l.m.commits != nil {
 			n := 0
@@ -450,6 +446,8 @@ func (l *leader) commit(ctx context.Context, ops []*pending) (failed *pending) {
 				l.m.commits.ObserveCommit(n, time.Since(start))
 			}
 		}
+	} else if storeDown(err) {
+		l.down = ops[0].err // err as settle gave it to them
 	}
 	for _, p := range ops {
 		if p != l.self {

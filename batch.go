@@ -210,9 +210,7 @@ func batchOf(ctx context.Context) *batch {
 func (b *batch) update(name string, sc scope, do operation) error {
 	if b.touched != nil {
 		b.touched.add(sc)
-		b.size++
-		b.names = append(b.names, name)
-		return errGathering
+		return b.gathering(name)
 	}
 	if b.failed != nil {
 		return b.skip(name)
@@ -230,6 +228,16 @@ func (b *batch) update(name string, sc scope, do operation) error {
 	return p.err
 }
 
+// gathering counts an operation of a call that only gathers, and keeps
+// its name where an Observer may need it (Batch).
+func (b *batch) gathering(name string) error {
+	b.size++
+	if b.m.cfg.Observer != nil {
+		b.names = append(b.names, name)
+	}
+	return errGathering
+}
+
 // skip answers an operation that comes after one that failed the batch's
 // transaction; it is observed with that failure.
 func (b *batch) skip(name string) error {
@@ -242,9 +250,7 @@ func (b *batch) skip(name string) error {
 // view runs one read-only operation of the batch in its transaction.
 func (b *batch) view(name string, fn func(o *readOp) error) error {
 	if b.touched != nil {
-		b.size++
-		b.names = append(b.names, name)
-		return errGathering
+		return b.gathering(name)
 	}
 	if b.failed != nil {
 		return b.skip(name)

@@ -194,7 +194,7 @@ func (s *Store) waitForNotification(ctx context.Context, conn *pgx.Conn) (*pgcon
 	for {
 		waitCtx, cancel := context.WithTimeout(ctx, s.probeEvery)
 		n, err := conn.WaitForNotification(waitCtx)
-		quiet := err != nil && timedOut(err) && ctx.Err() == nil && errors.Is(waitCtx.Err(), context.DeadlineExceeded)
+		quiet := timedOut(err) && ctx.Err() == nil && errors.Is(waitCtx.Err(), context.DeadlineExceeded)
 		cancel()
 		if err == nil {
 			return n, nil

@@ -153,6 +153,18 @@ func (o *observed) list() []string {
 	return slices.Sorted(slices.Values(o.ops))
 }
 
+// failing lists, in order, the names of the operations observed with an
+// error that says substr.
+func (o *observed) failing(substr string) []string {
+	var names []string
+	for _, line := range o.list() {
+		if name, err, _ := strings.Cut(line, ": "); strings.Contains(err, substr) {
+			names = append(names, name)
+		}
+	}
+	return names
+}
+
 func newTapManager(t *testing.T, s *tapStore) *holdfast.Manager {
 	t.Helper()
 	return newObservedManager(t, s, nil)
@@ -980,12 +992,7 @@ func TestQueuedPastTheStoresBoundFail(t *testing.T) {
 		t.Errorf("held: %v, want nothing", held)
 	}
 	// The batch never ran, and its operations are observed all the same.
-	var failed []string
-	for _, o := range obs.list() {
-		if strings.Contains(o, "longer than the store gives a transaction") {
-			failed = append(failed, o[:strings.Index(o, ":")])
-		}
-	}
+	failed := obs.failing("longer than the store gives a transaction")
 	if want := []string{"acquire", "acquire", "heartbeat", "release"}; !slices.Equal(failed, want) {
 		t.Errorf("observed failing: %v, want %v", failed, want)
 	}
@@ -1206,15 +1213,6 @@ func TestBatchesTheStoreNeverRanAreObserved(t *testing.T) {
 			m.Heartbeat(ctx, holdfast.HeartbeatRequest{Session: "s-1"})
 		}
 	}
-	unavailable := func(obs *observed) []string {
-		var out []string
-		for _, o := range obs.list() {
-			if strings.Contains(o, "store unavailable") {
-				out = append(out, o[:strings.Index(o, ":")])
-			}
-		}
-		return out
-	}
 	want := []string{"acquire", "heartbeat"}
 
 	obs := &observed{}
@@ -1228,7 +1226,7 @@ func TestBatchesTheStoreNeverRanAreObserved(t *testing.T) {
 	if err := m.Batch(context.Background(), fn(m)); !errors.Is(err, holdfast.ErrUnavailable) {
 		t.Fatalf("Batch = %v, want unavailable", err)
 	}
-	if got := unavailable(obs); !slices.Equal(got, want) {
+	if got := obs.failing("store unavailable"); !slices.Equal(got, want) {
 		t.Errorf("observed failing: %v, want %v", got, want)
 	}
 
@@ -1246,7 +1244,7 @@ func TestBatchesTheStoreNeverRanAreObserved(t *testing.T) {
 	if !errors.Is(err, errDownKey) {
 		t.Fatalf("Batch = %v, want the store's unavailability", err)
 	}
-	if got := unavailable(obs); !slices.Equal(got, []string{"acquire", "acquire", "heartbeat"}) {
+	if got := obs.failing("store unavailable"); !slices.Equal(got, []string{"acquire", "acquire", "heartbeat"}) {
 		t.Errorf("observed failing: %v, want each of the batch's operations once", got)
 	}
 }

@@ -84,7 +84,7 @@ const listenRetry = time.Second
 // a connection to a host gone silent (a partition, a power loss, a
 // failover by DNS or a load balancer that drops its packets) would wait
 // for TCP's keepalive to give up, two and a half minutes with Go's
-// defaults, and one to a host whose kernel still answers but whose
+// defaults (15s idle, then 9 probes 15s apart), and one to a host whose kernel still answers but whose
 // PostgreSQL does not would wait for ever, while other servers' commits
 // are not streamed.
 const listenProbe = 30 * time.Second

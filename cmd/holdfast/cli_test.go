@@ -328,6 +328,30 @@ func TestRunCommandNotRunnable(t *testing.T) {
 	}
 }
 
+// A script without a "#!" line runs under /bin/sh, as a shell runs it,
+// with its arguments, the session and its own exit status.
+func TestRunScriptWithoutInterpreterLine(t *testing.T) {
+	t.Parallel()
+	s := newTestServer(t)
+	dir := t.TempDir()
+	script := filepath.Join(dir, "report.sh")
+	body := "echo \"$1 $HOLDFAST_SESSION\" > \"$2\"\nexit 4\n"
+	if err := os.WriteFile(script, []byte(body), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(dir, "out")
+	r := s.run(t, "run", "job/report", "--session", "nightly", "--", script, "2026-11", out)
+	if r.code != 4 {
+		t.Fatalf("exit %d, want the script's 4\nstderr: %s", r.code, r.stderr)
+	}
+	if got, err := os.ReadFile(out); err != nil || string(got) != "2026-11 nightly\n" {
+		t.Errorf("the script wrote %q (%v), want %q", got, err, "2026-11 nightly\n")
+	}
+	if hs := s.holders(t, "job/report"); len(hs) != 0 {
+		t.Errorf("after the run, job/report is still held: %+v", hs)
+	}
+}
+
 func TestRunRefusedWhenLocked(t *testing.T) {
 	t.Parallel()
 	s := newTestServer(t)

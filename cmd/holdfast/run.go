@@ -30,7 +30,8 @@ the exit code is 3. SIGINT and SIGTERM are passed on to COMMAND.
 
 A short --ttl frees the locks soon after this process dies without
 releasing them. COMMAND finds the session in $HOLDFAST_SESSION. Without
---session, a new session is made for the run and ended after it.
+--session, a new session is made for the run and ended after it. A script
+without a "#!" line is run by /bin/sh, as a shell would run it.
 
 Example:
   holdfast run report/2026-11 --ttl 30s -- ./monthly-report.sh --month 2026-11
@@ -101,13 +102,11 @@ func (c *runCommand) Run(ctx context.Context, args []string) error {
 	held := heldLock{cl: cl, session: req.Owner.Session, keys: keys, ttl: grantedTTL(*ttl, res.Locks), stderr: c.stderr}
 	defer held.release(ctx, ownSession)
 
-	cmd := exec.Command(command[0], command[1:]...)
-	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, c.stdout, c.stderr
-	cmd.Env = append(os.Environ(), "HOLDFAST_SESSION="+req.Owner.Session)
 	signals := make(chan os.Signal, 1)
 	signal.Notify(signals, os.Interrupt, syscall.SIGTERM)
 	defer signal.Stop(signals)
-	if err := cmd.Start(); err != nil {
+	cmd, err := c.start(command, req.Owner.Session)
+	if err != nil {
 		fmt.Fprintf(c.stderr, "holdfast: %v\n", err)
 		// As a shell answers: 127 for a command it cannot find, by name
 		// or by path, 126 for one it cannot run.
@@ -164,6 +163,26 @@ wait:
 		return exitStatus(code)
 	}
 	return nil
+}
+
+// start starts command with the session in its environment. A file the
+// kernel cannot run because it has no "#!" line is run by /bin/sh, as
+// execvp and every shell do, so that a script works here as it does typed.
+func (c *runCommand) start(command []string, session string) (*exec.Cmd, error) {
+	cmd := c.command(command[0], command[1:], session)
+	err := cmd.Start()
+	if errors.Is(err, syscall.ENOEXEC) {
+		cmd = c.command("/bin/sh", append([]string{cmd.Path}, command[1:]...), session)
+		err = cmd.Start()
+	}
+	return cmd, err
+}
+
+func (c *runCommand) command(name string, args []string, session string) *exec.Cmd {
+	cmd := exec.Command(name, args...)
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, c.stdout, c.stderr
+	cmd.Env = append(os.Environ(), "HOLDFAST_SESSION="+session)
+	return cmd
 }
 
 // heldLock keeps the locks of a run alive and gives them back.

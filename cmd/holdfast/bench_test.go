@@ -88,6 +88,22 @@ func TestBenchOneClient(t *testing.T) {
 	)
 }
 
+// With --rounds every row says how many rounds it is the median of, and
+// every ratio and latency lists each round's.
+func TestBenchRounds(t *testing.T) {
+	t.Parallel()
+	out, _ := runBench(t, "bench", "--workloads", "cycle,heartbeat", "--clients", "1", "--rounds", "2",
+		"--duration", "200ms", "--warmup", "50ms", "--sessions", "10")
+	wantLines(t, out,
+		regexp.MustCompile(`(?m)^holdfast bench: .*, 2 rounds \(scale: one\),`),
+		regexp.MustCompile(`(?m)^cycle +holdfast +\d+ +cycles/s .* median of 2 rounds, \d+–\d+ +$`),
+		regexp.MustCompile(`(?m)^cycle +disk: write \+ fdatasync +\d+ +syncs/s .* median of 2 rounds, \d+–\d+; 500 writes`),
+		regexp.MustCompile(`(?m)^heartbeat +holdfast, 1000 per /v1/batch +\d+ +sessions/s .* median of 2 rounds, \d+–\d+; sessions with`),
+		regexp.MustCompile(`(?m)^  cycle +holdfast ÷ trivial HTTP handler \(ceiling\) = \d+\.\d\d× \(rounds: \d+\.\d\d×, \d+\.\d\d×\)$`),
+		regexp.MustCompile(`(?m)^  cycle +holdfast, coalesced into /v1/batch = \d+\.\d\d× \(rounds: \d+\.\d\d×, \d+\.\d\d×\)$`),
+	)
+}
+
 // Flags that cannot run are refused as usage errors, before anything
 // starts, rather than replaced by the defaults; --warmup 0 means none.
 func TestBenchRefusesFlagsThatCannotRun(t *testing.T) {
@@ -108,6 +124,7 @@ func TestBenchRefusesFlagsThatCannotRun(t *testing.T) {
 		{"--idle-timeout", "5s"},
 		{"--scale-locks", "0"},
 		{"--postgres-conns", "-1"},
+		{"--rounds", "0"},
 		{"--workloads", "cycle,nope"},
 	} {
 		var out, errOut bytes.Buffer
@@ -120,7 +137,7 @@ func TestBenchRefusesFlagsThatCannotRun(t *testing.T) {
 		}
 	}
 
-	cfg := bench.Config{Workloads: []string{"cycle"}, Clients: 1, Duration: time.Second, Coalesce: time.Millisecond, Sessions: 1, ScaleLocks: 1}
+	cfg := bench.Config{Workloads: []string{"cycle"}, Clients: 1, Duration: time.Second, Coalesce: time.Millisecond, Sessions: 1, ScaleLocks: 1, Rounds: 1}
 	if err := checkBenchFlags(&cfg); err != nil || cfg.Warmup != bench.NoWarmup {
 		t.Errorf("--warmup 0: error %v, Warmup %v; want none and bench.NoWarmup", err, cfg.Warmup)
 	}

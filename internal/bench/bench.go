@@ -65,6 +65,11 @@ type Config struct {
 	// ScaleLocks is how many locks the scale workload fills; default
 	// 1,000,000.
 	ScaleLocks int
+	// Rounds is how many times each workload but scale runs every system;
+	// default 1. On a shared machine whose load drifts, each ratio is
+	// then the median of the rounds' own, each from rows measured
+	// minutes apart at most, and every round's is printed beside it.
+	Rounds int
 	// Out receives the table; Log progress and skips.
 	Out, Log io.Writer
 }
@@ -97,6 +102,7 @@ func (c *Config) defaults() error {
 		{"IdleTimeout", c.IdleTimeout < 0},
 		{"ScaleLocks", c.ScaleLocks < 0},
 		{"PostgresConns", c.PostgresConns < 0},
+		{"Rounds", c.Rounds < 0},
 	} {
 		if f.negative {
 			return fmt.Errorf("bench: Config.%s is negative", f.name)
@@ -124,6 +130,9 @@ func (c *Config) defaults() error {
 	}
 	if c.ScaleLocks == 0 {
 		c.ScaleLocks = 1_000_000
+	}
+	if c.Rounds == 0 {
+		c.Rounds = 1
 	}
 	if c.Out == nil {
 		c.Out = io.Discard
@@ -181,7 +190,9 @@ type system struct {
 	prefix string
 }
 
-// key is the workload's key name on s.
+// key is the workload's key name on s. Workloads name the round in their
+// keys: a request cut off at the end of a row may leave its key held, and
+// a peer without holdfast's sessions refuses it even to its own owner.
 func (s *system) key(format string, args ...any) string {
 	return s.prefix + fmt.Sprintf(format, args...)
 }
@@ -202,20 +213,37 @@ func Run(ctx context.Context, cfg Config) error {
 	if err := r.setUp(ctx); err != nil {
 		return err
 	}
-	fmt.Fprintf(cfg.Out, "holdfast bench: %d clients, %s per row (after %s warm-up), %d CPUs shared by clients and servers\n\n",
-		cfg.Clients, cfg.Duration, cfg.Warmup, numCPU())
+	rounds := ""
+	if cfg.Rounds > 1 {
+		rounds = fmt.Sprintf(", %d rounds (scale: one)", cfg.Rounds)
+	}
+	fmt.Fprintf(cfg.Out, "holdfast bench: %d clients, %s per row (after %s warm-up)%s, %d CPUs shared by clients and servers\n\n",
+		cfg.Clients, cfg.Duration, cfg.Warmup, rounds, numCPU())
 	var rows []row
 	for _, w := range cfg.Workloads {
-		got, err := r.workload(ctx, w)
-		if err != nil {
-			if ctx.Err() != nil {
-				return ctx.Err()
-			}
-			r.logf("%s failed: %v", w, err)
-			r.failed++
-			got = append(got, row{workload: w, system: r.holdfast, note: "failed: " + oneLine(err.Error())})
+		n := cfg.Rounds
+		if w == "scale" {
+			n = 1 // minutes a round, and no peer to compare with
 		}
-		rows = append(rows, got...)
+		for round := range n {
+			if n > 1 {
+				r.logf("%s: round %d of %d", w, round+1, n)
+			}
+			r.round = round
+			got, err := r.workload(ctx, w)
+			if err != nil {
+				if ctx.Err() != nil {
+					return ctx.Err()
+				}
+				r.logf("%s failed: %v", w, err)
+				r.failed++
+				got = append(got, row{workload: w, system: r.holdfast, note: "failed: " + oneLine(err.Error())})
+			}
+			for i := range got {
+				got[i].round = round
+			}
+			rows = append(rows, got...)
+		}
 	}
 	printTable(cfg.Out, rows)
 	if cfg.Clients == 1 {
@@ -240,6 +268,7 @@ type runner struct {
 	peers           []*system
 	serverProc      *process // the started holdfast server, for scale
 	failed          int      // rows that ended in an error
+	round           int      // of the workload running, from 0
 }
 
 func (r *runner) logf(format string, args ...any) {
@@ -454,9 +483,22 @@ func (r *runner) lockSystems(withBatched bool) []*system {
 	return append(out, r.peers...)
 }
 
+// inTurn returns systems in the order the running round measures them:
+// every other round backwards, so that none is always measured first
+// after the one before has loaded the machine, or always last as the
+// load drifts.
+func (r *runner) inTurn(systems []*system) []*system {
+	if r.round%2 == 0 {
+		return systems
+	}
+	backwards := slices.Clone(systems)
+	slices.Reverse(backwards)
+	return backwards
+}
+
 func (r *runner) each(ctx context.Context, workload string, systems []*system, fn func(context.Context, *system) (row, error)) ([]row, error) {
 	var rows []row
-	for _, s := range systems {
+	for _, s := range r.inTurn(systems) {
 		r.logf("%s: %s…", workload, s.name)
 		got, err := fn(ctx, s)
 		if err != nil {
@@ -569,8 +611,9 @@ func timed(lat *[]time.Duration, fn func() error) error {
 // cycle: each client acquires and releases its own key, again and again.
 // The latency is the acquire's.
 func (r *runner) cycle(ctx context.Context, s *system) (row, error) {
+	round := r.round
 	return r.measure(ctx, s, r.cfg.Clients, func(ctx context.Context, c int, lat *[]time.Duration) (int, error) {
-		keys := []string{s.key("cycle/%d", c)}
+		keys := []string{s.key("cycle/%d/%d", round, c)}
 		var granted bool
 		err := timed(lat, func() (err error) { granted, err = s.t.acquire(ctx, owner(c), keys); return err })
 		if err != nil {
@@ -586,10 +629,11 @@ func (r *runner) cycle(ctx context.Context, s *system) (row, error) {
 // aggregate: each client acquires 100 keys all or nothing, then releases
 // them.
 func (r *runner) aggregate(ctx context.Context, s *system) (row, error) {
+	round := r.round
 	return r.measure(ctx, s, r.cfg.Clients, func(ctx context.Context, c int, lat *[]time.Duration) (int, error) {
 		keys := make([]string, 100)
 		for i := range keys {
-			keys[i] = s.key("aggregate/%d/member/%d", c, i)
+			keys[i] = s.key("aggregate/%d/%d/member/%d", round, c, i)
 		}
 		var granted bool
 		err := timed(lat, func() (err error) { granted, err = s.t.acquire(ctx, owner(c), keys); return err })
@@ -614,10 +658,11 @@ func (r *runner) hot(ctx context.Context, s *system) (row, error) {
 		holders          [hotKeys]atomic.Int64 // client+1 holding the key, 0 when free
 		granted, refused atomic.Int64
 		violations       atomic.Int64
+		round            = r.round
 	)
 	res, err := r.measure(ctx, s, r.cfg.Clients, func(ctx context.Context, c int, lat *[]time.Duration) (int, error) {
 		k := (c*7 + int(time.Now().UnixNano()>>10)) % hotKeys
-		keys := []string{s.key("hot/%d", k)}
+		keys := []string{s.key("hot/%d/%d", round, k)}
 		var ok bool
 		err := timed(lat, func() (err error) { ok, err = s.t.acquire(ctx, owner(c), keys); return err })
 		if err != nil {

@@ -144,24 +144,33 @@ func (k *keyRecorder) release(context.Context, string, []string) error { return 
 func (k *keyRecorder) close() error                                    { return nil }
 
 // A system's prefix reaches every key each workload locks on it, so
-// that runs sharing a Redis never meet each other's keys.
+// that runs sharing a Redis never meet each other's keys; and no round
+// locks a key of another, which a row cut off may have left held.
 func TestWorkloadKeysCarryTheSystemPrefix(t *testing.T) {
 	t.Parallel()
 	r := &runner{cfg: Config{Clients: 2, Duration: time.Millisecond, Warmup: time.Millisecond}}
 	for name, workload := range map[string]func(context.Context, *system) (row, error){
 		"cycle": r.cycle, "hot": r.hot, "aggregate": r.aggregate,
 	} {
-		rec := &keyRecorder{}
-		s := &system{name: "recorder", t: rec, prefix: redisPrefix, ceiling: true}
-		if _, err := workload(context.Background(), s); err != nil {
-			t.Fatalf("%s: %v", name, err)
-		}
-		if len(rec.keys) == 0 {
-			t.Fatalf("%s locked no keys", name)
-		}
-		for _, k := range rec.keys {
-			if !strings.HasPrefix(k, redisPrefix) {
-				t.Fatalf("%s locked %q, want the prefix %q", name, k, redisPrefix)
+		roundOf := make(map[string]int)
+		for round := range 2 {
+			r.round = round
+			rec := &keyRecorder{}
+			s := &system{name: "recorder", t: rec, prefix: redisPrefix, ceiling: true}
+			if _, err := workload(context.Background(), s); err != nil {
+				t.Fatalf("%s: %v", name, err)
+			}
+			if len(rec.keys) == 0 {
+				t.Fatalf("%s locked no keys", name)
+			}
+			for _, k := range rec.keys {
+				if !strings.HasPrefix(k, redisPrefix) {
+					t.Fatalf("%s locked %q, want the prefix %q", name, k, redisPrefix)
+				}
+				if first, ok := roundOf[k]; ok && first != round {
+					t.Fatalf("%s locked %q in rounds %d and %d", name, k, first+1, round+1)
+				}
+				roundOf[k] = round
 			}
 		}
 	}
@@ -271,6 +280,75 @@ func TestLatencyAtOneClient(t *testing.T) {
 	}
 }
 
+// Over rounds, the table shows each system's round of median throughput,
+// and each ratio is the median of the rounds' own: a system is divided by
+// its peer of the same round, never of another.
+func TestRoundsPairRowsOfTheSameRound(t *testing.T) {
+	t.Parallel()
+	holdfast := &system{name: "holdfast", holdfast: true}
+	ceiling := &system{name: "trivial HTTP handler (ceiling)", ceiling: true}
+	disk := &system{name: "disk: write + fdatasync", probe: true}
+	var rows []row
+	// The machine slows down over the rounds: paired by round, holdfast
+	// is 0.5× the ceiling each time; divided across rounds, up to 2.5×.
+	for i, rate := range []int64{1000, 400, 200} {
+		rows = append(rows,
+			row{workload: "cycle", system: holdfast, round: i, ops: rate / 2, elapsed: time.Second, p50: time.Duration(rate) * time.Microsecond},
+			row{workload: "cycle", system: ceiling, round: i, ops: rate, elapsed: time.Second, p50: 100 * time.Microsecond},
+			row{workload: "cycle", system: disk, round: i, ops: 10, elapsed: time.Second, p50: 100 * time.Microsecond, unit: "syncs/s"},
+		)
+	}
+	rows = append(rows, row{workload: "cycle", system: &system{name: "etcd"}, round: 2, note: "failed: down"})
+	redis := &system{name: "redis"}
+	rows = append(rows,
+		row{workload: "cycle", system: redis, round: 0, ops: 700, elapsed: time.Second},
+		row{workload: "cycle", system: redis, round: 1, note: "failed: refused"},
+		row{workload: "cycle", system: redis, round: 2, ops: 100, elapsed: time.Second})
+	var b strings.Builder
+	printTable(&b, rows)
+	printLatency(&b, rows)
+	out := b.String()
+	for _, want := range []*regexp.Regexp{
+		regexp.MustCompile(`(?m)^cycle +holdfast +200 +cycles/s +400\.0µs .* median of 3 rounds, 100–500 +$`),
+		regexp.MustCompile(`(?m)^cycle +trivial HTTP handler \(ceiling\) +400 +cycles/s .* median of 3 rounds, 200–1000 +$`),
+		regexp.MustCompile(`(?m)^cycle +etcd +failed: down +$`),
+		regexp.MustCompile(`(?m)^cycle +redis +100 +cycles/s .* median of 2 rounds, 100–700; round 2 failed: refused +$`),
+		regexp.MustCompile(`(?m)^  cycle +holdfast ÷ redis = 0\.86× \(rounds: 0\.71×, 1\.00×\)$`),
+		regexp.MustCompile(`(?m)^  cycle +holdfast ÷ trivial HTTP handler \(ceiling\) = 0\.50× \(rounds: 0\.50×, 0\.50×, 0\.50×\)$`),
+		// Each round's p50 over that round's disk and ceiling: 1000/200, 400/200, 200/200.
+		regexp.MustCompile(`(?m)^  cycle +holdfast = 2\.00× \(rounds: 5\.00×, 2\.00×, 1\.00×\)$`),
+	} {
+		if !want.MatchString(out) {
+			t.Errorf("output lacks %s:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "÷ etcd") {
+		t.Errorf("a system that failed in every round it ran has a ratio:\n%s", out)
+	}
+}
+
+// Every other round measures the systems in reverse, so that none always
+// follows the same one.
+func TestRoundsAlternateTheOrder(t *testing.T) {
+	t.Parallel()
+	systems := []*system{{name: "a"}, {name: "b"}, {name: "c"}}
+	r := &runner{cfg: Config{Log: io.Discard}}
+	var order []string
+	for round := range 3 {
+		r.round = round
+		_, err := r.each(context.Background(), "cycle", systems, func(_ context.Context, s *system) (row, error) {
+			order = append(order, s.name)
+			return row{ops: 1, elapsed: time.Second}, nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := strings.Join(order, ""); got != "abccbaabc" {
+		t.Errorf("systems measured in the order %s, want abccbaabc", got)
+	}
+}
+
 // Zero fields of Config take their defaults, negative ones are refused
 // rather than quietly replaced, and NoWarmup measures from the start.
 func TestConfigDefaults(t *testing.T) {
@@ -286,7 +364,7 @@ func TestConfigDefaults(t *testing.T) {
 	if err := c.defaults(); err != nil || c.Warmup != 0 {
 		t.Errorf("NoWarmup: error %v, warm-up %v; want none and 0", err, c.Warmup)
 	}
-	for _, bad := range []Config{{Clients: -1}, {Duration: -time.Second}, {Warmup: -time.Second}, {Coalesce: -1}, {Sessions: -1}, {IdleTimeout: -1}, {ScaleLocks: -1}, {PostgresConns: -1}} {
+	for _, bad := range []Config{{Clients: -1}, {Duration: -time.Second}, {Warmup: -time.Second}, {Coalesce: -1}, {Sessions: -1}, {IdleTimeout: -1}, {ScaleLocks: -1}, {PostgresConns: -1}, {Rounds: -1}} {
 		bad.Executable = "holdfast"
 		if err := bad.defaults(); err == nil || !strings.Contains(err.Error(), "is negative") {
 			t.Errorf("%+v: error %v, want one naming the negative field", bad, err)

@@ -32,7 +32,7 @@ func (r *runner) heartbeats(ctx context.Context) ([]row, error) {
 		note = fmt.Sprintf("sessions with an idle timeout of %s", idle)
 	}
 	var rows []row
-	for _, s := range systems {
+	for _, s := range r.inTurn(systems) {
 		hb := s.t.(heartbeater)
 		// Start every session first: a session's first heartbeat is
 		// written and waited for, the ones after are activity only.

@@ -1,8 +1,12 @@
 package bench
 
 import (
+	"cmp"
 	"fmt"
 	"io"
+	"math"
+	"slices"
+	"strings"
 	"text/tabwriter"
 	"time"
 )
@@ -26,7 +30,8 @@ type row struct {
 	// note is extra text (the scale workload's figures).
 	note string
 	// unit replaces the workload's unit of throughput (the disk probe's).
-	unit string
+	unit  string
+	round int // of Config.Rounds, from 0
 }
 
 func (r row) rate() float64 {
@@ -51,10 +56,101 @@ func (r row) name() string {
 	return r.system.name
 }
 
+// series is one system's rows of one workload, a row a round, in the
+// order the rounds ran.
+type series []row
+
+// seriesOf groups rows by workload and system, in the order each first
+// appears.
+func seriesOf(rows []row) []series {
+	var out []series
+	at := make(map[string]int)
+	for _, r := range rows {
+		id := r.workload + "\x00" + r.name()
+		i, ok := at[id]
+		if !ok {
+			i = len(out)
+			at[id] = i
+			out = append(out, nil)
+		}
+		out[i] = append(out[i], r)
+	}
+	return out
+}
+
+// shown is the row the table shows for s: its only one, or the measured
+// one of median throughput (the lower of the middle two of an even count)
+// so that its latencies and CPU are one round's, as measured.
+func (s series) shown() row {
+	var measured []row
+	for _, r := range s {
+		if r.ops > 0 {
+			measured = append(measured, r)
+		}
+	}
+	if len(measured) == 0 {
+		return s[0]
+	}
+	slices.SortFunc(measured, func(a, b row) int { return cmp.Compare(a.rate(), b.rate()) })
+	return measured[(len(measured)-1)/2]
+}
+
+// spread says, for a series of more than one round, how many were
+// measured and the least and most throughput among them.
+func (s series) spread() string {
+	lo, hi, n := math.Inf(1), math.Inf(-1), 0
+	for _, r := range s {
+		if r.ops > 0 {
+			lo, hi, n = min(lo, r.rate()), max(hi, r.rate()), n+1
+		}
+	}
+	if len(s) < 2 || n == 0 {
+		return ""
+	}
+	return fmt.Sprintf("median of %d rounds, %.0f–%.0f", n, lo, hi)
+}
+
+// ratios divides h's throughput by p's, round by round, over the rounds
+// both measured.
+func ratios(h, p series) []float64 {
+	var out []float64
+	for _, a := range h {
+		for _, b := range p {
+			if a.round == b.round && a.ops > 0 && b.ops > 0 {
+				out = append(out, a.rate()/b.rate())
+			}
+		}
+	}
+	return out
+}
+
+// fmtRatios prints the median of xs and, when there are more, each one.
+func fmtRatios(xs []float64) string {
+	out := fmt.Sprintf("%.2f×", median(xs))
+	if len(xs) > 1 {
+		each := make([]string, len(xs))
+		for i, x := range xs {
+			each[i] = fmt.Sprintf("%.2f×", x)
+		}
+		out += " (rounds: " + strings.Join(each, ", ") + ")"
+	}
+	return out
+}
+
+func median(xs []float64) float64 {
+	s := slices.Sorted(slices.Values(xs))
+	if n := len(s); n%2 == 0 {
+		return (s[n/2-1] + s[n/2]) / 2
+	}
+	return s[len(s)/2]
+}
+
 func printTable(w io.Writer, rows []row) {
+	all := seriesOf(rows)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "workload\tsystem\tthroughput\t\tp50\tp99\tserver CPU/op\tCPUs busy\tnotes\t")
-	for _, r := range rows {
+	for _, s := range all {
+		r := s.shown()
 		if r.note != "" && r.ops == 0 {
 			fmt.Fprintf(tw, "%s\t%s\t\t\t\t\t\t\t%s\t\n", r.workload, r.name(), r.note)
 			continue
@@ -66,32 +162,49 @@ func printTable(w io.Writer, rows []row) {
 		if r.busyKnown {
 			busy = fmt.Sprintf("%.2f of %d", r.busyCPUs, numCPU())
 		}
-		note := r.note
+		var notes []string
+		if spread := s.spread(); spread != "" {
+			notes = append(notes, spread)
+		}
+		for _, f := range s {
+			if f.ops == 0 && f.note != "" { // Run's error says the table tells why
+				notes = append(notes, fmt.Sprintf("round %d %s", f.round+1, f.note))
+			}
+		}
 		if r.workload == "hot" && r.system.locks() {
-			note = fmt.Sprintf("%d granted, %d refused, %d overlaps", r.granted, r.refused, r.violations)
+			notes = append(notes, fmt.Sprintf("%d granted, %d refused, %d overlaps", r.granted, r.refused, r.violations))
+		} else if r.note != "" {
+			notes = append(notes, r.note)
 		}
 		unit := units[r.workload]
 		if r.unit != "" {
 			unit = r.unit
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%.0f\t%s\t%s\t%s\t%s\t%s\t%s\t\n", r.workload, r.name(), r.rate(), unit,
-			fmtDuration(r.p50), fmtDuration(r.p99), cpu, busy, note)
+			fmtDuration(r.p50), fmtDuration(r.p99), cpu, busy, strings.Join(notes, "; "))
 	}
 	tw.Flush()
 
 	fmt.Fprintln(w, "\nRatios (throughput of holdfast ÷ throughput of the other system, same run):")
-	for _, h := range rows {
-		if !h.system.holdfast || h.ops == 0 {
+	if slices.ContainsFunc(all, func(s series) bool { return len(s) > 1 }) {
+		fmt.Fprintln(w, "(each the median of the rounds' own ratios, every round's in brackets)")
+	}
+	for _, h := range all {
+		hr := h[0]
+		if !hr.system.holdfast {
 			continue
 		}
-		for _, p := range rows {
-			if p.workload != h.workload || p.system.holdfast || p.system.probe || p.ops == 0 {
+		for _, p := range all {
+			pr := p[0]
+			if pr.workload != hr.workload || pr.system.holdfast || pr.system.probe {
 				continue
 			}
-			if h.mode != "" && p.mode != "" && h.mode != p.mode {
+			if hr.mode != "" && pr.mode != "" && hr.mode != pr.mode {
 				continue // one request each against batches compares nothing
 			}
-			fmt.Fprintf(w, "  %-9s %s ÷ %s = %.2f×\n", h.workload, h.name(), p.name(), h.rate()/p.rate())
+			if xs := ratios(h, p); len(xs) > 0 {
+				fmt.Fprintf(w, "  %-9s %s ÷ %s = %s\n", hr.workload, hr.name(), pr.name(), fmtRatios(xs))
+			}
 		}
 	}
 }
@@ -99,28 +212,42 @@ func printTable(w io.Writer, rows []row) {
 // printLatency sets a single client's acquire latency on each of
 // holdfast's cycle rows beside the least it could be: one durable commit
 // of the disk (the probe's p50) plus one round trip of the ceiling (its
-// acquire's p50). Under more clients the latency is mostly waiting for a
-// turn, so Run prints this for one client only.
+// acquire's p50), both of the same round. Under more clients the latency
+// is mostly waiting for a turn, so Run prints this for one client only.
 func printLatency(w io.Writer, rows []row) {
-	var disk, ceiling *row
-	for i := range rows {
-		switch r := &rows[i]; {
-		case r.workload != "cycle" || r.ops == 0:
-		case r.system.probe:
-			disk = r
-		case r.system.ceiling:
-			ceiling = r
+	floors := make(map[int]time.Duration) // by round
+	var disk, ceiling row
+	for _, r := range rows {
+		if r.workload == "cycle" && r.ops > 0 && r.system.probe {
+			for _, c := range rows {
+				if c.workload == "cycle" && c.ops > 0 && c.system.ceiling && c.round == r.round {
+					floors[r.round] = r.p50 + c.p50
+					disk, ceiling = r, c
+				}
+			}
 		}
 	}
-	if disk == nil || ceiling == nil {
+	if len(floors) == 0 {
 		return
 	}
-	floor := disk.p50 + ceiling.p50
-	fmt.Fprintf(w, "\nLatency at one client (acquire p50 ÷ (the disk's sync p50 %s + the ceiling's acquire p50 %s), same run):\n",
-		fmtDuration(disk.p50), fmtDuration(ceiling.p50))
-	for _, r := range rows {
-		if r.workload == "cycle" && r.system.holdfast && r.ops > 0 {
-			fmt.Fprintf(w, "  %-9s %s = %.2f×\n", r.workload, r.name(), float64(r.p50)/float64(floor))
+	if len(floors) == 1 {
+		fmt.Fprintf(w, "\nLatency at one client (acquire p50 ÷ (the disk's sync p50 %s + the ceiling's acquire p50 %s), same run):\n",
+			fmtDuration(disk.p50), fmtDuration(ceiling.p50))
+	} else {
+		fmt.Fprintln(w, "\nLatency at one client (acquire p50 ÷ (the disk's sync p50 + the ceiling's acquire p50), each of the same round):")
+	}
+	for _, s := range seriesOf(rows) {
+		if r := s[0]; r.workload != "cycle" || !r.system.holdfast {
+			continue
+		}
+		var xs []float64
+		for _, r := range s {
+			if floor, ok := floors[r.round]; ok && r.ops > 0 {
+				xs = append(xs, float64(r.p50)/float64(floor))
+			}
+		}
+		if len(xs) > 0 {
+			fmt.Fprintf(w, "  %-9s %s = %s\n", s[0].workload, s[0].name(), fmtRatios(xs))
 		}
 	}
 }

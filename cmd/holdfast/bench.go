@@ -36,9 +36,9 @@ ceiling's acquire p50.
 With --rounds N each workload but scale runs every system N times, in
 turn, every other round in reverse order. The table then shows each
 system's round of median throughput, and each ratio is the median of the
-rounds' own ratios, every round's printed beside it: on a shared machine
-whose load drifts, two rows of one round are measured closer in time
-than any two rows of one long run.
+rounds' own ratios, every round's printed beside it, so that one row
+measured while something else loaded a shared machine does not decide
+a ratio.
 
 The heartbeat workload's sessions ask for --idle-timeout with every
 heartbeat, as an editor's client does (at least 1m, so that none idles

@@ -66,9 +66,9 @@ type Config struct {
 	// 1,000,000.
 	ScaleLocks int
 	// Rounds is how many times each workload but scale runs every system;
-	// default 1. On a shared machine whose load drifts, each ratio is
-	// then the median of the rounds' own, each from rows measured
-	// minutes apart at most, and every round's is printed beside it.
+	// default 1. Each ratio is then the median of the rounds' own, every
+	// round's printed beside it, so that one row measured while something
+	// else loaded a shared machine does not decide it.
 	Rounds int
 	// Out receives the table; Log progress and skips.
 	Out, Log io.Writer

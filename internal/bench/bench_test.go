@@ -395,3 +395,50 @@ func TestCPUKeepsEndedChildren(t *testing.T) {
 		t.Errorf("a child used %v and ended; this process's CPU grew by %v, want at least that", used, after-before)
 	}
 }
+
+// etcdAddr is the etcd member of HOLDFAST_TEST_ETCD, as host:port: unset,
+// the test is skipped, unless CI must run it.
+func etcdAddr(t *testing.T) string {
+	t.Helper()
+	addr := strings.TrimPrefix(os.Getenv("HOLDFAST_TEST_ETCD"), "http://")
+	if addr == "" {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("HOLDFAST_TEST_ETCD is not set, and CI must run this test (.ci/run starts etcd)")
+		}
+		t.Skip("HOLDFAST_TEST_ETCD is not set: no etcd to test against")
+	}
+	return addr
+}
+
+// An owner whose lease is gone, as it is after lockTTL in a long run
+// (--rounds), is granted another and still locks.
+func TestEtcdGrantsAnotherLeaseWhenOneExpired(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	tg, err := newEtcdTarget(ctx, etcdAddr(t), 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tg.close()
+	key := redisPrefix + "lease-test"
+	if ok, err := tg.acquire(ctx, "bench-1", []string{key}); !ok || err != nil {
+		t.Fatalf("first acquire = %v, %v; want granted", ok, err)
+	}
+	if err := tg.release(ctx, "bench-1", []string{key}); err != nil {
+		t.Fatal(err)
+	}
+	expired, _ := tg.lease(ctx, "bench-1")
+	var res map[string]any
+	if err := tg.call(ctx, "/v3/lease/revoke", map[string]any{"ID": expired}, &res); err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := tg.acquire(ctx, "bench-1", []string{key}); !ok || err != nil {
+		t.Fatalf("acquire after the lease expired = %v, %v; want granted", ok, err)
+	}
+	if now, _ := tg.lease(ctx, "bench-1"); now == expired {
+		t.Errorf("the owner still has the revoked lease %s", expired)
+	}
+	if err := tg.release(ctx, "bench-1", []string{key}); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -9,6 +9,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"strings"
 	"sync"
 	"time"
 
@@ -238,22 +239,40 @@ func (t *etcdTarget) lease(ctx context.Context, owner string) (string, error) {
 
 func b64(s string) string { return base64.StdEncoding.EncodeToString([]byte(s)) }
 
+// forget drops owner's lease, if it is still id, so that the next
+// acquire grants another.
+func (t *etcdTarget) forget(owner, id string) {
+	t.mu.Lock()
+	if t.leases[owner] == id {
+		delete(t.leases, owner)
+	}
+	t.mu.Unlock()
+}
+
 func (t *etcdTarget) acquire(ctx context.Context, owner string, keys []string) (bool, error) {
-	lease, err := t.lease(ctx, owner)
-	if err != nil {
-		return false, err
+	for retried := false; ; retried = true {
+		lease, err := t.lease(ctx, owner)
+		if err != nil {
+			return false, err
+		}
+		compare := make([]map[string]any, len(keys))
+		success := make([]map[string]any, len(keys))
+		for i, k := range keys {
+			compare[i] = map[string]any{"key": b64(k), "target": "CREATE", "result": "EQUAL", "create_revision": "0"}
+			success[i] = map[string]any{"request_put": map[string]any{"key": b64(k), "value": b64(owner), "lease": lease}}
+		}
+		var res struct {
+			Succeeded bool `json:"succeeded"`
+		}
+		err = t.call(ctx, "/v3/kv/txn", map[string]any{"compare": compare, "success": success}, &res)
+		if err != nil && !retried && strings.Contains(err.Error(), "requested lease not found") {
+			// A run longer than lockTTL outlived the lease, which nothing
+			// keeps alive: an etcd client grants itself another.
+			t.forget(owner, lease)
+			continue
+		}
+		return res.Succeeded, err
 	}
-	compare := make([]map[string]any, len(keys))
-	success := make([]map[string]any, len(keys))
-	for i, k := range keys {
-		compare[i] = map[string]any{"key": b64(k), "target": "CREATE", "result": "EQUAL", "create_revision": "0"}
-		success[i] = map[string]any{"request_put": map[string]any{"key": b64(k), "value": b64(owner), "lease": lease}}
-	}
-	var res struct {
-		Succeeded bool `json:"succeeded"`
-	}
-	err = t.call(ctx, "/v3/kv/txn", map[string]any{"compare": compare, "success": success}, &res)
-	return res.Succeeded, err
 }
 
 func (t *etcdTarget) release(ctx context.Context, owner string, keys []string) error {

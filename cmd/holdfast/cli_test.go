@@ -310,6 +310,11 @@ func TestRunCommandNotRunnable(t *testing.T) {
 	if err := os.WriteFile(notExecutable, []byte("#!/bin/sh\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	// A binary the kernel refuses is not handed to /bin/sh as a script.
+	notABinary := filepath.Join(dir, "report")
+	if err := os.WriteFile(notABinary, []byte("\x7fELF\x02\x01\x01\x00\x00\x00garbage"), 0o755); err != nil {
+		t.Fatal(err)
+	}
 	for _, c := range []struct {
 		command string
 		want    int
@@ -317,6 +322,7 @@ func TestRunCommandNotRunnable(t *testing.T) {
 		{"holdfast-no-such-command", 127},
 		{filepath.Join(dir, "missing.sh"), 127},
 		{notExecutable, 126},
+		{notABinary, 126},
 	} {
 		r := s.run(t, "run", "job/report", "--", c.command)
 		if r.code != c.want {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -165,17 +166,35 @@ wait:
 	return nil
 }
 
-// start starts command with the session in its environment. A file the
-// kernel cannot run because it has no "#!" line is run by /bin/sh, as
-// execvp and every shell do, so that a script works here as it does typed.
+// start starts command with the session in its environment. A script the
+// kernel cannot run because it has no "#!" line is run by /bin/sh, as a
+// shell runs it, so that it works here as it does typed. A binary the
+// kernel refuses (another architecture, a corrupt file) stays refused.
 func (c *runCommand) start(command []string, session string) (*exec.Cmd, error) {
 	cmd := c.command(command[0], command[1:], session)
 	err := cmd.Start()
-	if errors.Is(err, syscall.ENOEXEC) {
+	if errors.Is(err, syscall.ENOEXEC) && isText(cmd.Path) {
 		cmd = c.command("/bin/sh", append([]string{cmd.Path}, command[1:]...), session)
 		err = cmd.Start()
 	}
 	return cmd, err
+}
+
+// isText reports whether the file at path looks like a script: bash's
+// test, no NUL byte in its first line or first 80 bytes.
+func isText(path string) bool {
+	f, err := os.Open(path)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	head := make([]byte, 80)
+	n, _ := io.ReadFull(f, head)
+	head = head[:n]
+	if i := bytes.IndexByte(head, '\n'); i >= 0 {
+		head = head[:i]
+	}
+	return bytes.IndexByte(head, 0) < 0
 }
 
 func (c *runCommand) command(name string, args []string, session string) *exec.Cmd {

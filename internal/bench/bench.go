@@ -416,13 +416,14 @@ func (r *runner) connectPeers(ctx context.Context) {
 		r.logf("skipping Redis: no --redis address given")
 	} else {
 		t, err := newRedisTarget(ctx, cfg.Redis, cfg.Clients)
-		add("Redis SET NX, AOF always", cfg.Redis, t, redisPrefix, err)
+		add("Redis SET NX, AOF always", cfg.Redis, t, keyPrefix, err)
 	}
 	if cfg.Etcd == "" {
 		r.logf("skipping etcd: no --etcd address given")
 	} else {
-		t, err := newEtcdTarget(ctx, cfg.Etcd, cfg.Clients)
-		add("etcd txn + lease", cfg.Etcd, t, "", err)
+		// Its leases last a row and are revoked at its end (endRow).
+		t, err := newEtcdTarget(ctx, cfg.Etcd, cfg.Clients, max(lockTTL, 2*(cfg.Warmup+cfg.Duration)))
+		add("etcd txn + lease", cfg.Etcd, t, keyPrefix, err)
 	}
 }
 
@@ -563,6 +564,9 @@ func (r *runner) measure(ctx context.Context, s *system, clients int, step func(
 	busy1, total1, _ := machineTimes()
 	cancel()
 	wg.Wait()
+	if e, ok := s.t.(rowEnder); ok {
+		e.endRow()
+	}
 	if firstErr != nil {
 		return row{}, firstErr
 	}

@@ -156,7 +156,7 @@ func TestWorkloadKeysCarryTheSystemPrefix(t *testing.T) {
 		for round := range 2 {
 			r.round = round
 			rec := &keyRecorder{}
-			s := &system{name: "recorder", t: rec, prefix: redisPrefix, ceiling: true}
+			s := &system{name: "recorder", t: rec, prefix: keyPrefix, ceiling: true}
 			if _, err := workload(context.Background(), s); err != nil {
 				t.Fatalf("%s: %v", name, err)
 			}
@@ -164,8 +164,8 @@ func TestWorkloadKeysCarryTheSystemPrefix(t *testing.T) {
 				t.Fatalf("%s locked no keys", name)
 			}
 			for _, k := range rec.keys {
-				if !strings.HasPrefix(k, redisPrefix) {
-					t.Fatalf("%s locked %q, want the prefix %q", name, k, redisPrefix)
+				if !strings.HasPrefix(k, keyPrefix) {
+					t.Fatalf("%s locked %q, want the prefix %q", name, k, keyPrefix)
 				}
 				if first, ok := roundOf[k]; ok && first != round {
 					t.Fatalf("%s locked %q in rounds %d and %d", name, k, first+1, round+1)
@@ -174,8 +174,8 @@ func TestWorkloadKeysCarryTheSystemPrefix(t *testing.T) {
 			}
 		}
 	}
-	if !strings.Contains(redisPrefix, fmt.Sprint(os.Getpid())+"_") {
-		t.Errorf("redisPrefix %q does not name the pid and the start time", redisPrefix)
+	if !strings.Contains(keyPrefix, fmt.Sprint(os.Getpid())+"_") {
+		t.Errorf("keyPrefix %q does not name the pid and the start time", keyPrefix)
 	}
 }
 
@@ -410,33 +410,37 @@ func etcdAddr(t *testing.T) string {
 	return addr
 }
 
-// An owner whose lease is gone, as it is after lockTTL in a long run
-// (--rounds), is granted another and still locks.
-func TestEtcdGrantsAnotherLeaseWhenOneExpired(t *testing.T) {
+// A row's end revokes its etcd leases: a key a request cut off at the end
+// left held is free for the next row, whose owners lock with new leases
+// that cannot expire while it is measured.
+func TestEtcdLeasesLastOneRow(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	tg, err := newEtcdTarget(ctx, etcdAddr(t), 1)
+	tg, err := newEtcdTarget(ctx, etcdAddr(t), 1, time.Minute)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer tg.close()
-	key := redisPrefix + "lease-test"
+	key := keyPrefix + "lease-test"
 	if ok, err := tg.acquire(ctx, "bench-1", []string{key}); !ok || err != nil {
-		t.Fatalf("first acquire = %v, %v; want granted", ok, err)
+		t.Fatalf("acquire = %v, %v; want granted", ok, err)
 	}
-	if err := tg.release(ctx, "bench-1", []string{key}); err != nil {
+	first, err := tg.lease(ctx, "bench-1")
+	if err != nil {
 		t.Fatal(err)
 	}
-	expired, _ := tg.lease(ctx, "bench-1")
-	var res map[string]any
-	if err := tg.call(ctx, "/v3/lease/revoke", map[string]any{"ID": expired}, &res); err != nil {
+	tg.endRow()
+	if ok, err := tg.acquire(ctx, "bench-2", []string{key}); !ok || err != nil {
+		t.Fatalf("after the row ended, another owner's acquire of the key left held = %v, %v; want granted", ok, err)
+	}
+	if err := tg.release(ctx, "bench-2", []string{key}); err != nil {
 		t.Fatal(err)
 	}
 	if ok, err := tg.acquire(ctx, "bench-1", []string{key}); !ok || err != nil {
-		t.Fatalf("acquire after the lease expired = %v, %v; want granted", ok, err)
+		t.Fatalf("the first owner's acquire in the next row = %v, %v; want granted", ok, err)
 	}
-	if now, _ := tg.lease(ctx, "bench-1"); now == expired {
-		t.Errorf("the owner still has the revoked lease %s", expired)
+	if next, _ := tg.lease(ctx, "bench-1"); next == first {
+		t.Errorf("the next row kept the revoked lease %s", first)
 	}
 	if err := tg.release(ctx, "bench-1", []string{key}); err != nil {
 		t.Fatal(err)

@@ -9,7 +9,6 @@ import (
 	"io"
 	"net/http"
 	"os"
-	"strings"
 	"sync"
 	"time"
 
@@ -108,14 +107,14 @@ func (t *pgTarget) close() error {
 
 // redisTarget is SET NX PX with a compare-and-delete script, on a Redis
 // started with appendonly yes and appendfsync always. Its keys begin with
-// redisPrefix, put there by the workloads outside the timed calls.
+// keyPrefix, put there by the workloads outside the timed calls.
 type redisTarget struct {
 	rdb *redis.Client
 }
 
-// redisPrefix is the run's own, so that runs sharing a Redis never meet
-// the keys another left held.
-var redisPrefix = "holdfast-bench/" + runID + "/"
+// keyPrefix begins the keys of the peers shared between runs, Redis and
+// etcd: the run's own, so that no run meets the keys another left held.
+var keyPrefix = "holdfast-bench/" + runID + "/"
 
 // Both scripts run atomically in Redis.
 var (
@@ -178,14 +177,18 @@ func (t *redisTarget) close() error { return t.rdb.Close() }
 type etcdTarget struct {
 	url    string
 	http   *http.Client
+	ttl    time.Duration // of each lease
 	mu     sync.Mutex
-	leases map[string]string // owner → lease ID
+	leases map[string]string // owner → lease ID, for the row being measured
 }
 
-func newEtcdTarget(ctx context.Context, addr string, clients int) (*etcdTarget, error) {
+// newEtcdTarget connects to the member at addr. Each owner's lease lasts
+// ttl from its first acquire of a row: nothing keeps it alive, so ttl must
+// be longer than a row.
+func newEtcdTarget(ctx context.Context, addr string, clients int, ttl time.Duration) (*etcdTarget, error) {
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	tr.MaxIdleConns, tr.MaxIdleConnsPerHost = clients+16, clients+16
-	t := &etcdTarget{url: "http://" + addr, http: &http.Client{Transport: tr}, leases: map[string]string{}}
+	t := &etcdTarget{url: "http://" + addr, http: &http.Client{Transport: tr}, ttl: ttl, leases: map[string]string{}}
 	var status map[string]any
 	if err := t.call(ctx, "/v3/maintenance/status", map[string]any{}, &status); err != nil {
 		return nil, fmt.Errorf("etcd peer: %w", err)
@@ -228,7 +231,7 @@ func (t *etcdTarget) lease(ctx context.Context, owner string) (string, error) {
 	var res struct {
 		ID string `json:"ID"`
 	}
-	if err := t.call(ctx, "/v3/lease/grant", map[string]any{"TTL": int(lockTTL.Seconds())}, &res); err != nil {
+	if err := t.call(ctx, "/v3/lease/grant", map[string]any{"TTL": int(t.ttl.Seconds())}, &res); err != nil {
 		return "", err
 	}
 	t.mu.Lock()
@@ -239,40 +242,22 @@ func (t *etcdTarget) lease(ctx context.Context, owner string) (string, error) {
 
 func b64(s string) string { return base64.StdEncoding.EncodeToString([]byte(s)) }
 
-// forget drops owner's lease, if it is still id, so that the next
-// acquire grants another.
-func (t *etcdTarget) forget(owner, id string) {
-	t.mu.Lock()
-	if t.leases[owner] == id {
-		delete(t.leases, owner)
-	}
-	t.mu.Unlock()
-}
-
 func (t *etcdTarget) acquire(ctx context.Context, owner string, keys []string) (bool, error) {
-	for retried := false; ; retried = true {
-		lease, err := t.lease(ctx, owner)
-		if err != nil {
-			return false, err
-		}
-		compare := make([]map[string]any, len(keys))
-		success := make([]map[string]any, len(keys))
-		for i, k := range keys {
-			compare[i] = map[string]any{"key": b64(k), "target": "CREATE", "result": "EQUAL", "create_revision": "0"}
-			success[i] = map[string]any{"request_put": map[string]any{"key": b64(k), "value": b64(owner), "lease": lease}}
-		}
-		var res struct {
-			Succeeded bool `json:"succeeded"`
-		}
-		err = t.call(ctx, "/v3/kv/txn", map[string]any{"compare": compare, "success": success}, &res)
-		if err != nil && !retried && strings.Contains(err.Error(), "requested lease not found") {
-			// A run longer than lockTTL outlived the lease, which nothing
-			// keeps alive: an etcd client grants itself another.
-			t.forget(owner, lease)
-			continue
-		}
-		return res.Succeeded, err
+	lease, err := t.lease(ctx, owner)
+	if err != nil {
+		return false, err
 	}
+	compare := make([]map[string]any, len(keys))
+	success := make([]map[string]any, len(keys))
+	for i, k := range keys {
+		compare[i] = map[string]any{"key": b64(k), "target": "CREATE", "result": "EQUAL", "create_revision": "0"}
+		success[i] = map[string]any{"request_put": map[string]any{"key": b64(k), "value": b64(owner), "lease": lease}}
+	}
+	var res struct {
+		Succeeded bool `json:"succeeded"`
+	}
+	err = t.call(ctx, "/v3/kv/txn", map[string]any{"compare": compare, "success": success}, &res)
+	return res.Succeeded, err
 }
 
 func (t *etcdTarget) release(ctx context.Context, owner string, keys []string) error {
@@ -286,10 +271,21 @@ func (t *etcdTarget) release(ctx context.Context, owner string, keys []string) e
 	return t.call(ctx, "/v3/kv/txn", map[string]any{"compare": compare, "success": success}, &res)
 }
 
-func (t *etcdTarget) close() error {
-	for _, id := range t.leases {
+// endRow revokes the row's leases, which deletes any key a request cut off
+// at the row's end left held, so that the next row's leases are new and
+// none expires while it is measured.
+func (t *etcdTarget) endRow() {
+	t.mu.Lock()
+	leases := t.leases
+	t.leases = map[string]string{}
+	t.mu.Unlock()
+	for _, id := range leases {
 		var res map[string]any
 		t.call(context.Background(), "/v3/lease/revoke", map[string]any{"ID": id}, &res)
 	}
+}
+
+func (t *etcdTarget) close() error {
+	t.endRow()
 	return nil
 }

@@ -30,9 +30,15 @@ type heartbeater interface {
 	heartbeatBatch(ctx context.Context, sessions []string, idle time.Duration) error
 }
 
-// lockTTL is the lifetime every target gives a lock: far longer than any
-// run, so that no lock expires while it is measured.
+// lockTTL is the lifetime every target gives a lock: far longer than a
+// row, so that no lock expires while it is measured.
 const lockTTL = 5 * time.Minute
+
+// rowEnder is a target that lets go of what a row left behind once the
+// row has ended (etcd's leases, which expire once granted).
+type rowEnder interface {
+	endRow()
+}
 
 // httpTarget drives an HTTP server that speaks holdfast's API (holdfast
 // itself, or the trivial handler) through the Go client.

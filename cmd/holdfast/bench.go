@@ -33,12 +33,12 @@ small write and fdatasync, 500 times). With --clients 1 the table ends
 with each holdfast acquire's p50 divided by that sync's p50 plus the
 ceiling's acquire p50.
 
-With --rounds N each workload but scale runs every system N times, in
-turn, every other round in reverse order. The table then shows each
-system's round of median throughput, and each ratio is the median of the
-rounds' own ratios, every round's printed beside it, so that one row
-measured while something else loaded a shared machine does not decide
-a ratio.
+With --rounds N (odd) each workload but scale runs every system N times,
+in turn, every other round in reverse order. The table then shows each
+system's round of median throughput, and each ratio, the latency at one
+client too, is the median of the rounds' own, every round's printed
+beside it, so that one row measured while something else loaded a shared
+machine does not decide it.
 
 The heartbeat workload's sessions ask for --idle-timeout with every
 heartbeat, as an editor's client does (at least 1m, so that none idles
@@ -77,7 +77,7 @@ func (c *benchCommand) Run(ctx context.Context, args []string) error {
 	fs.IntVar(&cfg.Sessions, "sessions", 10_000, "sessions of the heartbeat workload")
 	fs.DurationVar(&cfg.IdleTimeout, "idle-timeout", 5*time.Minute, "idle timeout of the heartbeat workload's sessions (0: none)")
 	fs.IntVar(&cfg.ScaleLocks, "scale-locks", 1_000_000, "locks the scale workload fills")
-	fs.IntVar(&cfg.Rounds, "rounds", 1, "times each workload but scale runs every system; ratios are the rounds' median")
+	fs.IntVar(&cfg.Rounds, "rounds", 1, "times each workload but scale runs every system, odd; ratios are the rounds' median")
 	fs.StringVar(&cfg.ServerLogLevel, "server-log-level", "warn", "--log-level of the holdfast servers the bench starts")
 	trivial := fs.Bool("serve-trivial", false, "serve only the trivial handler, on --listen (the bench starts it so)")
 	listen := fs.String("listen", "127.0.0.1:0", "address of --serve-trivial")
@@ -125,8 +125,8 @@ func checkBenchFlags(cfg *bench.Config) error {
 		return usagef("bench: --idle-timeout must be 0 (none) or at least 1m")
 	case cfg.ScaleLocks < 1:
 		return usagef("bench: --scale-locks must be at least 1")
-	case cfg.Rounds < 1:
-		return usagef("bench: --rounds must be at least 1")
+	case cfg.Rounds < 1 || cfg.Rounds%2 == 0:
+		return usagef("bench: --rounds must be odd (1, 3, 5…), so that each median is one round's")
 	case cfg.PostgresConns < 0:
 		return usagef("bench: --postgres-conns must not be negative (0: one per client)")
 	}

@@ -92,15 +92,17 @@ func TestBenchOneClient(t *testing.T) {
 // every ratio and latency lists each round's.
 func TestBenchRounds(t *testing.T) {
 	t.Parallel()
-	out, _ := runBench(t, "bench", "--workloads", "cycle,heartbeat", "--clients", "1", "--rounds", "2",
-		"--duration", "200ms", "--warmup", "50ms", "--sessions", "10")
+	out, _ := runBench(t, "bench", "--workloads", "cycle,heartbeat", "--clients", "1", "--rounds", "3",
+		"--duration", "150ms", "--warmup", "50ms", "--sessions", "10")
+	ratio := `\d+\.\d\d×`
+	rounds := ratio + ` \(rounds: ` + ratio + `, ` + ratio + `, ` + ratio + `\)$`
 	wantLines(t, out,
-		regexp.MustCompile(`(?m)^holdfast bench: .*, 2 rounds \(scale: one\),`),
-		regexp.MustCompile(`(?m)^cycle +holdfast +\d+ +cycles/s .* median of 2 rounds, \d+–\d+ +$`),
-		regexp.MustCompile(`(?m)^cycle +disk: write \+ fdatasync +\d+ +syncs/s .* median of 2 rounds, \d+–\d+; 500 writes`),
-		regexp.MustCompile(`(?m)^heartbeat +holdfast, 1000 per /v1/batch +\d+ +sessions/s .* median of 2 rounds, \d+–\d+; sessions with`),
-		regexp.MustCompile(`(?m)^  cycle +holdfast ÷ trivial HTTP handler \(ceiling\) = \d+\.\d\d× \(rounds: \d+\.\d\d×, \d+\.\d\d×\)$`),
-		regexp.MustCompile(`(?m)^  cycle +holdfast, coalesced into /v1/batch = \d+\.\d\d× \(rounds: \d+\.\d\d×, \d+\.\d\d×\)$`),
+		regexp.MustCompile(`(?m)^holdfast bench: .*, 3 rounds, `),
+		regexp.MustCompile(`(?m)^cycle +holdfast +\d+ +cycles/s .* median of 3 rounds, \d+–\d+ +$`),
+		regexp.MustCompile(`(?m)^cycle +disk: write \+ fdatasync +\d+ +syncs/s .* median of 3 rounds, \d+–\d+; 500 writes`),
+		regexp.MustCompile(`(?m)^heartbeat +holdfast, 1000 per /v1/batch +\d+ +sessions/s .* median of 3 rounds, \d+–\d+; sessions with`),
+		regexp.MustCompile(`(?m)^  cycle +holdfast ÷ trivial HTTP handler \(ceiling\) = `+rounds),
+		regexp.MustCompile(`(?m)^  cycle +holdfast, coalesced into /v1/batch = `+rounds),
 	)
 }
 
@@ -125,6 +127,7 @@ func TestBenchRefusesFlagsThatCannotRun(t *testing.T) {
 		{"--scale-locks", "0"},
 		{"--postgres-conns", "-1"},
 		{"--rounds", "0"},
+		{"--rounds", "2"},
 		{"--workloads", "cycle,nope"},
 	} {
 		var out, errOut bytes.Buffer

@@ -65,10 +65,11 @@ type Config struct {
 	// ScaleLocks is how many locks the scale workload fills; default
 	// 1,000,000.
 	ScaleLocks int
-	// Rounds is how many times each workload but scale runs every system;
-	// default 1. Each ratio is then the median of the rounds' own, every
-	// round's printed beside it, so that one row measured while something
-	// else loaded a shared machine does not decide it.
+	// Rounds is how many times each workload but scale runs every system,
+	// an odd number; default 1. Each ratio is then the median of the
+	// rounds' own, every round's printed beside it, so that one row
+	// measured while something else loaded a shared machine does not
+	// decide it.
 	Rounds int
 	// Out receives the table; Log progress and skips.
 	Out, Log io.Writer
@@ -107,6 +108,9 @@ func (c *Config) defaults() error {
 		if f.negative {
 			return fmt.Errorf("bench: Config.%s is negative", f.name)
 		}
+	}
+	if c.Rounds%2 == 0 && c.Rounds > 0 {
+		return fmt.Errorf("bench: Config.Rounds is %d: an even count has no median round", c.Rounds)
 	}
 	if c.Clients == 0 {
 		c.Clients = 64
@@ -215,7 +219,10 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	rounds := ""
 	if cfg.Rounds > 1 {
-		rounds = fmt.Sprintf(", %d rounds (scale: one)", cfg.Rounds)
+		rounds = fmt.Sprintf(", %d rounds", cfg.Rounds)
+		if slices.Contains(cfg.Workloads, "scale") {
+			rounds += " (scale: one)"
+		}
 	}
 	fmt.Fprintf(cfg.Out, "holdfast bench: %d clients, %s per row (after %s warm-up)%s, %d CPUs shared by clients and servers\n\n",
 		cfg.Clients, cfg.Duration, cfg.Warmup, rounds, numCPU())
@@ -487,7 +494,7 @@ func (r *runner) lockSystems(withBatched bool) []*system {
 // inTurn returns systems in the order the running round measures them:
 // every other round backwards, so that none is always measured first
 // after the one before has loaded the machine, or always last as the
-// load drifts.
+// load drifts. The cycle's disk probe still comes after them all.
 func (r *runner) inTurn(systems []*system) []*system {
 	if r.round%2 == 0 {
 		return systems

@@ -291,14 +291,19 @@ func TestRoundsPairRowsOfTheSameRound(t *testing.T) {
 	var rows []row
 	// The machine slows down over the rounds: paired by round, holdfast
 	// is 0.5× the ceiling each time; divided across rounds, up to 2.5×.
-	for i, rate := range []int64{1000, 400, 200} {
+	// Each round's latency floor is its own disk's p50 plus its own
+	// ceiling's: 200, 400 and 200 µs.
+	for i, c := range []struct{ rate, disk, ceiling int64 }{{1000, 100, 100}, {400, 200, 200}, {200, 50, 150}} {
 		rows = append(rows,
-			row{workload: "cycle", system: holdfast, round: i, ops: rate / 2, elapsed: time.Second, p50: time.Duration(rate) * time.Microsecond},
-			row{workload: "cycle", system: ceiling, round: i, ops: rate, elapsed: time.Second, p50: 100 * time.Microsecond},
-			row{workload: "cycle", system: disk, round: i, ops: 10, elapsed: time.Second, p50: 100 * time.Microsecond, unit: "syncs/s"},
+			row{workload: "cycle", system: holdfast, round: i, ops: c.rate / 2, elapsed: time.Second, p50: time.Duration(c.rate) * time.Microsecond},
+			row{workload: "cycle", system: ceiling, round: i, ops: c.rate, elapsed: time.Second, p50: time.Duration(c.ceiling) * time.Microsecond},
+			row{workload: "cycle", system: disk, round: i, ops: 10, elapsed: time.Second, p50: time.Duration(c.disk) * time.Microsecond, unit: "syncs/s"},
 		)
 	}
-	rows = append(rows, row{workload: "cycle", system: &system{name: "etcd"}, round: 2, note: "failed: down"})
+	etcd := &system{name: "etcd"}
+	for i, why := range []string{"timeout", "refused", "down"} {
+		rows = append(rows, row{workload: "cycle", system: etcd, round: i, note: "failed: " + why})
+	}
 	redis := &system{name: "redis"}
 	rows = append(rows,
 		row{workload: "cycle", system: redis, round: 0, ops: 700, elapsed: time.Second},
@@ -311,19 +316,21 @@ func TestRoundsPairRowsOfTheSameRound(t *testing.T) {
 	for _, want := range []*regexp.Regexp{
 		regexp.MustCompile(`(?m)^cycle +holdfast +200 +cycles/s +400\.0µs .* median of 3 rounds, 100–500 +$`),
 		regexp.MustCompile(`(?m)^cycle +trivial HTTP handler \(ceiling\) +400 +cycles/s .* median of 3 rounds, 200–1000 +$`),
-		regexp.MustCompile(`(?m)^cycle +etcd +failed: down +$`),
-		regexp.MustCompile(`(?m)^cycle +redis +100 +cycles/s .* median of 2 rounds, 100–700; round 2 failed: refused +$`),
-		regexp.MustCompile(`(?m)^  cycle +holdfast ÷ redis = 0\.86× \(rounds: 0\.71×, 1\.00×\)$`),
+		regexp.MustCompile(`(?m)^cycle +etcd +round 1 failed: timeout; round 2 failed: refused; round 3 failed: down +$`),
+		// Of an even count, the lower of the middle two, in the table as
+		// in the ratio; the round that failed keeps its place.
+		regexp.MustCompile(`(?m)^cycle +redis +100 +cycles/s .* median of 2 of 3 rounds, 100–700; round 2 failed: refused +$`),
+		regexp.MustCompile(`(?m)^  cycle +holdfast ÷ redis = 0\.71× \(rounds: 0\.71×, –, 1\.00×\)$`),
 		regexp.MustCompile(`(?m)^  cycle +holdfast ÷ trivial HTTP handler \(ceiling\) = 0\.50× \(rounds: 0\.50×, 0\.50×, 0\.50×\)$`),
-		// Each round's p50 over that round's disk and ceiling: 1000/200, 400/200, 200/200.
-		regexp.MustCompile(`(?m)^  cycle +holdfast = 2\.00× \(rounds: 5\.00×, 2\.00×, 1\.00×\)$`),
+		// Each round's p50 over that round's floor: 1000/200, 400/400, 200/200.
+		regexp.MustCompile(`(?m)^  cycle +holdfast = 1\.00× \(rounds: 5\.00×, 1\.00×, 1\.00×\)$`),
 	} {
 		if !want.MatchString(out) {
 			t.Errorf("output lacks %s:\n%s", want, out)
 		}
 	}
 	if strings.Contains(out, "÷ etcd") {
-		t.Errorf("a system that failed in every round it ran has a ratio:\n%s", out)
+		t.Errorf("a system that failed in every round has a ratio:\n%s", out)
 	}
 }
 
@@ -369,6 +376,10 @@ func TestConfigDefaults(t *testing.T) {
 		if err := bad.defaults(); err == nil || !strings.Contains(err.Error(), "is negative") {
 			t.Errorf("%+v: error %v, want one naming the negative field", bad, err)
 		}
+	}
+	c = Config{Executable: "holdfast", Rounds: 2}
+	if err := c.defaults(); err == nil || !strings.Contains(err.Error(), "Rounds is 2") {
+		t.Errorf("Rounds 2: error %v, want one naming the even count", err)
 	}
 }
 

@@ -79,8 +79,9 @@ func seriesOf(rows []row) []series {
 }
 
 // shown is the row the table shows for s: its only one, or the measured
-// one of median throughput (the lower of the middle two of an even count)
-// so that its latencies and CPU are one round's, as measured.
+// one of median throughput, so that its latencies and CPU are one round's
+// as measured. Of an even count (a round failed) it is the lower of the
+// middle two, as for the ratios (median).
 func (s series) shown() row {
 	var measured []row
 	for _, r := range s {
@@ -95,64 +96,114 @@ func (s series) shown() row {
 	return measured[(len(measured)-1)/2]
 }
 
-// spread says, for a series of more than one round, how many were
-// measured and the least and most throughput among them.
-func (s series) spread() string {
+// spread says, for a run of more than one round, of how many rounds the
+// row shown is the median and the least and most throughput among them.
+func (s series) spread(rounds int) string {
 	lo, hi, n := math.Inf(1), math.Inf(-1), 0
 	for _, r := range s {
 		if r.ops > 0 {
 			lo, hi, n = min(lo, r.rate()), max(hi, r.rate()), n+1
 		}
 	}
-	if len(s) < 2 || n == 0 {
+	switch {
+	case rounds < 2 || n == 0:
 		return ""
+	case n < rounds:
+		return fmt.Sprintf("median of %d of %d rounds, %.0f–%.0f", n, rounds, lo, hi)
 	}
 	return fmt.Sprintf("median of %d rounds, %.0f–%.0f", n, lo, hi)
 }
 
-// ratios divides h's throughput by p's, round by round, over the rounds
-// both measured.
-func ratios(h, p series) []float64 {
-	var out []float64
+// failures lists why s's rows failed, each with its round when the run
+// had more than one.
+func (s series) failures(rounds int) []string {
+	var out []string
+	for _, r := range s {
+		switch {
+		case r.ops > 0 || r.note == "":
+		case rounds > 1:
+			out = append(out, fmt.Sprintf("round %d %s", r.round+1, r.note))
+		default:
+			out = append(out, r.note)
+		}
+	}
+	return out
+}
+
+// roundsOf is how many rounds rows come from.
+func roundsOf(rows []row) int {
+	n := 0
+	for _, r := range rows {
+		n = max(n, r.round+1)
+	}
+	return n
+}
+
+// ratios divides h's throughput by p's in each of the run's rounds, NaN
+// where either was not measured.
+func ratios(h, p series, rounds int) []float64 {
+	out := make([]float64, rounds)
+	for i := range out {
+		out[i] = math.NaN()
+	}
 	for _, a := range h {
 		for _, b := range p {
 			if a.round == b.round && a.ops > 0 && b.ops > 0 {
-				out = append(out, a.rate()/b.rate())
+				out[a.round] = a.rate() / b.rate()
 			}
 		}
 	}
 	return out
 }
 
-// fmtRatios prints the median of xs and, when there are more, each one.
+// fmtRatios prints the median of xs and, when there are more, each in
+// its round's place, "–" where there is none.
 func fmtRatios(xs []float64) string {
 	out := fmt.Sprintf("%.2f×", median(xs))
 	if len(xs) > 1 {
 		each := make([]string, len(xs))
 		for i, x := range xs {
-			each[i] = fmt.Sprintf("%.2f×", x)
+			each[i] = "–"
+			if !math.IsNaN(x) {
+				each[i] = fmt.Sprintf("%.2f×", x)
+			}
 		}
 		out += " (rounds: " + strings.Join(each, ", ") + ")"
 	}
 	return out
 }
 
+// median is the median of xs other than NaN, the lower of the middle two
+// of an even count; NaN when there is none.
 func median(xs []float64) float64 {
-	s := slices.Sorted(slices.Values(xs))
-	if n := len(s); n%2 == 0 {
-		return (s[n/2-1] + s[n/2]) / 2
+	var s []float64
+	for _, x := range xs {
+		if !math.IsNaN(x) {
+			s = append(s, x)
+		}
 	}
-	return s[len(s)/2]
+	if len(s) == 0 {
+		return math.NaN()
+	}
+	slices.Sort(s)
+	return s[(len(s)-1)/2]
+}
+
+// measured reports whether xs holds a ratio of at least one round.
+func measured(xs []float64) bool {
+	return slices.ContainsFunc(xs, func(x float64) bool { return !math.IsNaN(x) })
 }
 
 func printTable(w io.Writer, rows []row) {
-	all := seriesOf(rows)
+	all, rounds := seriesOf(rows), roundsOf(rows)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "workload\tsystem\tthroughput\t\tp50\tp99\tserver CPU/op\tCPUs busy\tnotes\t")
 	for _, s := range all {
 		r := s.shown()
-		if r.note != "" && r.ops == 0 {
-			fmt.Fprintf(tw, "%s\t%s\t\t\t\t\t\t\t%s\t\n", r.workload, r.name(), r.note)
+		// Run's error says the table tells why a row failed.
+		failures := s.failures(rounds)
+		if r.ops == 0 && len(failures) > 0 {
+			fmt.Fprintf(tw, "%s\t%s\t\t\t\t\t\t\t%s\t\n", r.workload, r.name(), strings.Join(failures, "; "))
 			continue
 		}
 		cpu, busy := "-", "-"
@@ -163,14 +214,10 @@ func printTable(w io.Writer, rows []row) {
 			busy = fmt.Sprintf("%.2f of %d", r.busyCPUs, numCPU())
 		}
 		var notes []string
-		if spread := s.spread(); spread != "" {
+		if spread := s.spread(rounds); spread != "" {
 			notes = append(notes, spread)
 		}
-		for _, f := range s {
-			if f.ops == 0 && f.note != "" { // Run's error says the table tells why
-				notes = append(notes, fmt.Sprintf("round %d %s", f.round+1, f.note))
-			}
-		}
+		notes = append(notes, failures...)
 		if r.workload == "hot" && r.system.locks() {
 			notes = append(notes, fmt.Sprintf("%d granted, %d refused, %d overlaps", r.granted, r.refused, r.violations))
 		} else if r.note != "" {
@@ -186,7 +233,7 @@ func printTable(w io.Writer, rows []row) {
 	tw.Flush()
 
 	fmt.Fprintln(w, "\nRatios (throughput of holdfast ÷ throughput of the other system, same run):")
-	if slices.ContainsFunc(all, func(s series) bool { return len(s) > 1 }) {
+	if rounds > 1 {
 		fmt.Fprintln(w, "(each the median of the rounds' own ratios, every round's in brackets)")
 	}
 	for _, h := range all {
@@ -202,7 +249,7 @@ func printTable(w io.Writer, rows []row) {
 			if hr.mode != "" && pr.mode != "" && hr.mode != pr.mode {
 				continue // one request each against batches compares nothing
 			}
-			if xs := ratios(h, p); len(xs) > 0 {
+			if xs := ratios(h, p, rounds); measured(xs) {
 				fmt.Fprintf(w, "  %-9s %s ÷ %s = %s\n", hr.workload, hr.name(), pr.name(), fmtRatios(xs))
 			}
 		}
@@ -215,38 +262,44 @@ func printTable(w io.Writer, rows []row) {
 // acquire's p50), both of the same round. Under more clients the latency
 // is mostly waiting for a turn, so Run prints this for one client only.
 func printLatency(w io.Writer, rows []row) {
-	floors := make(map[int]time.Duration) // by round
+	rounds := roundsOf(rows)
+	floors := make([]time.Duration, rounds) // by round; 0 where unknown
 	var disk, ceiling row
-	for _, r := range rows {
-		if r.workload == "cycle" && r.ops > 0 && r.system.probe {
-			for _, c := range rows {
-				if c.workload == "cycle" && c.ops > 0 && c.system.ceiling && c.round == r.round {
-					floors[r.round] = r.p50 + c.p50
-					disk, ceiling = r, c
-				}
+	for _, d := range rows {
+		if d.workload != "cycle" || d.ops == 0 || !d.system.probe {
+			continue
+		}
+		for _, c := range rows {
+			if c.workload == "cycle" && c.ops > 0 && c.system.ceiling && c.round == d.round {
+				floors[d.round] = d.p50 + c.p50
+				disk, ceiling = d, c
 			}
 		}
 	}
-	if len(floors) == 0 {
+	if !slices.ContainsFunc(floors, func(f time.Duration) bool { return f > 0 }) {
 		return
 	}
-	if len(floors) == 1 {
+	if rounds == 1 {
 		fmt.Fprintf(w, "\nLatency at one client (acquire p50 ÷ (the disk's sync p50 %s + the ceiling's acquire p50 %s), same run):\n",
 			fmtDuration(disk.p50), fmtDuration(ceiling.p50))
 	} else {
-		fmt.Fprintln(w, "\nLatency at one client (acquire p50 ÷ (the disk's sync p50 + the ceiling's acquire p50), each of the same round):")
+		fmt.Fprintln(w, "\nLatency at one client (acquire p50 ÷ (the disk's sync p50 + the ceiling's acquire p50), each of the same round;")
+		fmt.Fprintln(w, "the median of the rounds, every round's in brackets):")
 	}
 	for _, s := range seriesOf(rows) {
 		if r := s[0]; r.workload != "cycle" || !r.system.holdfast {
 			continue
 		}
-		var xs []float64
+		xs := make([]float64, rounds)
+		for i := range xs {
+			xs[i] = math.NaN()
+		}
 		for _, r := range s {
-			if floor, ok := floors[r.round]; ok && r.ops > 0 {
-				xs = append(xs, float64(r.p50)/float64(floor))
+			if floors[r.round] > 0 && r.ops > 0 {
+				xs[r.round] = float64(r.p50) / float64(floors[r.round])
 			}
 		}
-		if len(xs) > 0 {
+		if measured(xs) {
 			fmt.Fprintf(w, "  %-9s %s = %s\n", s[0].workload, s[0].name(), fmtRatios(xs))
 		}
 	}

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"slices"
 	"strings"
@@ -85,7 +86,7 @@ func (c *benchCommand) Run(ctx context.Context, args []string) error {
 		return err
 	}
 	if *trivial {
-		return serveTrivial(ctx, *listen)
+		return serveTrivial(ctx, *listen, c.stderr)
 	}
 	cfg.Workloads = strings.Split(*workloads, ",")
 	if err := checkBenchFlags(&cfg); err != nil {
@@ -130,6 +131,11 @@ func checkBenchFlags(cfg *bench.Config) error {
 	case cfg.PostgresConns < 0:
 		return usagef("bench: --postgres-conns must not be negative (0: one per client)")
 	}
+	if cfg.Server != "" {
+		if u, err := url.Parse(cfg.Server); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return usagef("bench: --server must be a URL such as http://127.0.0.1:7070, not %q", cfg.Server)
+		}
+	}
 	if cfg.Warmup == 0 {
 		cfg.Warmup = bench.NoWarmup
 	}
@@ -137,11 +143,12 @@ func checkBenchFlags(cfg *bench.Config) error {
 }
 
 // serveTrivial serves the trivial handler until ctx ends.
-func serveTrivial(ctx context.Context, addr string) error {
+func serveTrivial(ctx context.Context, addr string, stderr io.Writer) error {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return err
 	}
+	fmt.Fprintf(stderr, "holdfast bench: serving the trivial handler on http://%s\n", ln.Addr())
 	hs := &http.Server{Handler: bench.TrivialHandler(), ReadHeaderTimeout: 10 * time.Second}
 	go func() {
 		<-ctx.Done()

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -106,6 +107,28 @@ func TestBenchRounds(t *testing.T) {
 	)
 }
 
+// A peer given but not reachable stops the bench before it measures
+// anything: a mistyped address does not leave a table without its rows.
+func TestBenchStopsOnAPeerItCannotReach(t *testing.T) {
+	t.Parallel()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close() // nothing listens there now
+	cmd := exec.Command(binary, "bench", "--workloads", "cycle", "--duration", "100ms", "--no-trivial", "--etcd", addr)
+	var out, errOut bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	err = cmd.Run()
+	if code := cmd.ProcessState.ExitCode(); err == nil || code == 0 || !strings.Contains(errOut.String(), "--etcd "+addr) {
+		t.Errorf("bench with an unreachable --etcd: exit %d, stderr:\n%s\nwant a failure naming --etcd %s", code, &errOut, addr)
+	}
+	if strings.Contains(out.String(), "cycles/s") {
+		t.Errorf("it measured anyway:\n%s", &out)
+	}
+}
+
 // Flags that cannot run are refused as usage errors, before anything
 // starts, rather than replaced by the defaults; --warmup 0 means none.
 func TestBenchRefusesFlagsThatCannotRun(t *testing.T) {
@@ -128,6 +151,7 @@ func TestBenchRefusesFlagsThatCannotRun(t *testing.T) {
 		{"--postgres-conns", "-1"},
 		{"--rounds", "0"},
 		{"--rounds", "2"},
+		{"--server", "127.0.0.1:7070"},
 		{"--workloads", "cycle,nope"},
 	} {
 		var out, errOut bytes.Buffer

@@ -224,8 +224,12 @@ func Run(ctx context.Context, cfg Config) error {
 			rounds += " (scale: one)"
 		}
 	}
-	fmt.Fprintf(cfg.Out, "holdfast bench: %d clients, %s per row (after %s warm-up)%s, %d CPUs shared by clients and servers\n\n",
-		cfg.Clients, cfg.Duration, cfg.Warmup, rounds, numCPU())
+	clients := "clients"
+	if cfg.Clients == 1 {
+		clients = "client"
+	}
+	fmt.Fprintf(cfg.Out, "holdfast bench: %d %s, %s per row (after %s warm-up)%s, %d CPUs shared by clients and servers\n\n",
+		cfg.Clients, clients, cfg.Duration, cfg.Warmup, rounds, numCPU())
 	var rows []row
 	for _, w := range cfg.Workloads {
 		n := cfg.Rounds
@@ -318,14 +322,14 @@ func (r *runner) setUp(ctx context.Context) error {
 
 	if cfg.HoldfastPostgres != "" {
 		if p, err := r.startHoldfast(ctx, withPoolSize(cfg.HoldfastPostgres, cfg.postgresConns())); err != nil {
-			r.logf("skipping holdfast over PostgreSQL: %v", err)
+			return fmt.Errorf("holdfast over PostgreSQL (--holdfast-postgres): %w", err)
 		} else if err := r.addHoldfastPG(p); err != nil {
 			return err
 		} else if db, ok := attach(pgAddr(cfg.HoldfastPostgres)); ok {
 			// Its work is done in PostgreSQL, as the lock table's is.
 			p.also = db
 		} else {
-			r.logf("holdfast over PostgreSQL: no process found listening on %q (the DSN's host:port), so its server CPU is the holdfast process's alone",
+			r.logf("holdfast over PostgreSQL: no process found listening on %q (the DSN's host:port) on this machine, so its server CPU is the holdfast process's alone",
 				pgAddr(cfg.HoldfastPostgres))
 		}
 	}
@@ -340,8 +344,7 @@ func (r *runner) setUp(ctx context.Context) error {
 		}
 		r.trivial = &system{name: "trivial HTTP handler (ceiling)", t: &httpTarget{c}, server: p, ceiling: true}
 	}
-	r.connectPeers(ctx)
-	return nil
+	return r.connectPeers(ctx)
 }
 
 // addHoldfastPG adds the rows of the holdfast server p, which runs over
@@ -399,39 +402,51 @@ func (r *runner) start(ctx context.Context, name, exe string, args ...string) (*
 	return p, nil
 }
 
-func (r *runner) connectPeers(ctx context.Context) {
+// connectPeers connects to every peer whose address was given. One that
+// was given and cannot be used stops the run before anything is measured,
+// rather than leaving a table without it.
+func (r *runner) connectPeers(ctx context.Context) error {
 	cfg := r.cfg
-	add := func(name, addr string, t target, prefix string, err error) {
+	add := func(flag, name, addr string, t target, prefix string, err error) error {
 		if err != nil {
-			r.logf("skipping %s: %v", name, err)
-			return
+			return fmt.Errorf("%s %s: %w", flag, addr, err)
 		}
 		r.closers = append(r.closers, t.close)
 		s := &system{name: name, t: t, prefix: prefix}
 		if p, ok := attach(addr); ok {
 			s.server = p
+		} else {
+			r.logf("%s: no process found listening on %s on this machine, so its server CPU is left blank", name, addr)
 		}
 		r.peers = append(r.peers, s)
+		return nil
 	}
 	if cfg.Postgres == "" {
 		r.logf("skipping the PostgreSQL lock table: no --postgres DSN given")
 	} else {
 		t, err := newPGTarget(ctx, cfg.Postgres, cfg.postgresConns())
-		add("PostgreSQL lock table", pgAddr(cfg.Postgres), t, "", err)
+		if err := add("--postgres", "PostgreSQL lock table", pgAddr(cfg.Postgres), t, "", err); err != nil {
+			return err
+		}
 	}
 	if cfg.Redis == "" {
 		r.logf("skipping Redis: no --redis address given")
 	} else {
 		t, err := newRedisTarget(ctx, cfg.Redis, cfg.Clients)
-		add("Redis SET NX, AOF always", cfg.Redis, t, keyPrefix, err)
+		if err := add("--redis", "Redis SET NX, AOF always", cfg.Redis, t, keyPrefix, err); err != nil {
+			return err
+		}
 	}
 	if cfg.Etcd == "" {
 		r.logf("skipping etcd: no --etcd address given")
 	} else {
 		// Its leases last a row and are revoked at its end (endRow).
 		t, err := newEtcdTarget(ctx, cfg.Etcd, cfg.Clients, max(lockTTL, 2*(cfg.Warmup+cfg.Duration)))
-		add("etcd txn + lease", cfg.Etcd, t, keyPrefix, err)
+		if err := add("--etcd", "etcd txn + lease", cfg.Etcd, t, keyPrefix, err); err != nil {
+			return err
+		}
 	}
+	return nil
 }
 
 // workload runs one workload on every system it applies to.

@@ -79,6 +79,11 @@ func TestServerCostIsReadFromProc(t *testing.T) {
 	if !ok || p.pid != os.Getpid() {
 		t.Fatalf("attach found %+v (%v), want this process %d", p, ok, os.Getpid())
 	}
+	// The same port on another machine is not this process's.
+	_, port, _ := net.SplitHostPort(ln.Addr().String())
+	if p, ok := attach(net.JoinHostPort("192.0.2.1", port)); ok {
+		t.Errorf("attach of another machine's address found this machine's process %+v", p)
+	}
 	busy0, total0, ok := machineTimes()
 	if !ok {
 		t.Fatal("machineTimes: /proc/stat not read")

@@ -115,12 +115,18 @@ func (p *process) stop() error {
 }
 
 // attach finds the process that listens on the host:port of addr (a URL
-// or host:port), to measure it.
+// or host:port), to measure it, when that is a loopback address.
 func attach(addr string) (*process, bool) {
 	if u, err := url.Parse(addr); err == nil && u.Host != "" {
 		addr = u.Host
 	}
-	if _, _, err := net.SplitHostPort(addr); err != nil {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return nil, false
+	}
+	// The listener is found by its port alone: a process of this machine
+	// is the one meant only when the address is this machine's loopback.
+	if ip := net.ParseIP(host); host != "localhost" && (ip == nil || !ip.IsLoopback()) {
 		return nil, false
 	}
 	pid, ok := listenerPID(addr)

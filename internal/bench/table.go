@@ -232,10 +232,7 @@ func printTable(w io.Writer, rows []row) {
 	}
 	tw.Flush()
 
-	fmt.Fprintln(w, "\nRatios (throughput of holdfast ÷ throughput of the other system, same run):")
-	if rounds > 1 {
-		fmt.Fprintln(w, "(each the median of the rounds' own ratios, every round's in brackets)")
-	}
+	var lines []string
 	for _, h := range all {
 		hr := h[0]
 		if !hr.system.holdfast {
@@ -250,9 +247,19 @@ func printTable(w io.Writer, rows []row) {
 				continue // one request each against batches compares nothing
 			}
 			if xs := ratios(h, p, rounds); measured(xs) {
-				fmt.Fprintf(w, "  %-9s %s ÷ %s = %s\n", hr.workload, hr.name(), pr.name(), fmtRatios(xs))
+				lines = append(lines, fmt.Sprintf("  %-9s %s ÷ %s = %s\n", hr.workload, hr.name(), pr.name(), fmtRatios(xs)))
 			}
 		}
+	}
+	if len(lines) == 0 {
+		return
+	}
+	fmt.Fprintln(w, "\nRatios (throughput of holdfast ÷ throughput of the other system, same run):")
+	if rounds > 1 {
+		fmt.Fprintln(w, "(each the median of the rounds' own ratios, every round's in brackets)")
+	}
+	for _, l := range lines {
+		fmt.Fprint(w, l)
 	}
 }
 

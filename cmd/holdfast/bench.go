@@ -18,7 +18,8 @@ import (
 
 const benchHelp = `
 Usage: holdfast bench [--workloads cycle,hot,heartbeat,aggregate,scale] [--clients 64] [--duration 10s]
-                      [--postgres DSN] [--redis HOST:PORT] [--etcd HOST:PORT] [--server URL]
+                      [--rounds 1] [--postgres DSN] [--redis HOST:PORT] [--etcd HOST:PORT]
+                      [--holdfast-postgres DSN] [--server URL]
 
 Runs each workload against holdfast and against the systems users would
 pick instead, in one run, with the same client machinery, and prints one
@@ -26,8 +27,8 @@ table: throughput, p50 and p99 latency, the server process's CPU time per
 operation (Linux), and the ratio of holdfast to each other system. It
 starts "holdfast serve" on a temporary embedded store and a trivial HTTP
 handler (the transport ceiling) itself; each peer is skipped with a
-message unless its address is given. docs/BENCHMARKS.md says how to start
-the peers.
+message unless its address is given; one given that cannot be reached
+stops the run. docs/BENCHMARKS.md says how to start the peers.
 
 The cycle workload also times the disk under the temporary directory (a
 small write and fdatasync, 500 times). With --clients 1 the table ends

@@ -55,6 +55,8 @@ func TestBenchSmoke(t *testing.T) {
 		regexp.MustCompile(`(?m)^scale +holdfast, fill +3000 locks held`),
 		regexp.MustCompile(`(?m)^scale +holdfast, restart +ready .* with 3000 locks`),
 		regexp.MustCompile(`(?m)^scale +holdfast, sweep +all 3000 expired locks swept`),
+		regexp.MustCompile(`(?m)^scale +holdfast, GET /v1/locks\?prefix= \(100 a page, 4 clients\) +\d+ +pages/s`),
+		regexp.MustCompile(`(?m)^scale +holdfast, acquire\+release during mass expiry +\d+ +cycles/s`),
 		regexp.MustCompile(`(?m)^  cycle +holdfast ÷ trivial HTTP handler \(ceiling\) = \d+\.\d\d×`),
 	)
 	rows := map[string]string{"--postgres": "PostgreSQL lock table", "--redis": "Redis SET NX, AOF always", "--etcd": "etcd txn + lease"}

@@ -72,6 +72,7 @@ func (r *runner) scale(ctx context.Context) ([]row, error) {
 		return nil, err
 	}
 	list.workload, list.system, list.mode = "scale", r.holdfast, fmt.Sprintf("GET /v1/locks?prefix= (100 a page, %d clients)", min(listClients, r.cfg.Clients))
+	list.unit = "pages/s"
 	rows = append(rows, list)
 
 	r.logf("scale: acquire without expiry…")
@@ -79,7 +80,7 @@ func (r *runner) scale(ctx context.Context) ([]row, error) {
 	if err != nil {
 		return nil, err
 	}
-	quiet.workload, quiet.system, quiet.mode = "scale", r.holdfast, "acquire+release, no expiry"
+	quiet.workload, quiet.system, quiet.mode, quiet.unit = "scale", r.holdfast, "acquire+release, no expiry", "cycles/s"
 	rows = append(rows, quiet)
 
 	r.logf("scale: acquire while all %d locks expire…", n)
@@ -107,7 +108,7 @@ func (r *runner) scale(ctx context.Context) ([]row, error) {
 		<-watched
 		return nil, err
 	}
-	during.workload, during.system, during.mode = "scale", r.holdfast, "acquire+release during mass expiry"
+	during.workload, during.system, during.mode, during.unit = "scale", r.holdfast, "acquire+release during mass expiry", "cycles/s"
 	rows = append(rows, during)
 	giveUp := time.AfterFunc(time.Minute, func() { close(stop) })
 	defer giveUp.Stop()

@@ -28,7 +28,7 @@ operation (Linux), and the ratio of holdfast to each other system. It
 starts "holdfast serve" on a temporary embedded store and a trivial HTTP
 handler (the transport ceiling) itself; each peer is skipped with a
 message unless its address is given; one given that cannot be reached
-stops the run. docs/BENCHMARKS.md says how to start the peers.
+or used (a Redis without AOF always) stops the run. docs/BENCHMARKS.md says how to start the peers.
 
 The cycle workload also times the disk under the temporary directory (a
 small write and fdatasync, 500 times). With --clients 1 the table ends
@@ -102,8 +102,8 @@ func (c *benchCommand) Run(ctx context.Context, args []string) error {
 }
 
 // checkBenchFlags refuses counts and durations that cannot run, which the
-// library would otherwise replace with its defaults, and turns --warmup 0
-// into the library's "none".
+// library would otherwise replace with its defaults, and a --server that
+// is no URL; it turns --warmup 0 into the library's "none".
 func checkBenchFlags(cfg *bench.Config) error {
 	for _, w := range cfg.Workloads {
 		if !slices.Contains(bench.Workloads, w) {

@@ -322,14 +322,14 @@ func (r *runner) setUp(ctx context.Context) error {
 
 	if cfg.HoldfastPostgres != "" {
 		if p, err := r.startHoldfast(ctx, withPoolSize(cfg.HoldfastPostgres, cfg.postgresConns())); err != nil {
-			return fmt.Errorf("holdfast over PostgreSQL (--holdfast-postgres): %w", err)
+			return fmt.Errorf("--holdfast-postgres: %w", err)
 		} else if err := r.addHoldfastPG(p); err != nil {
 			return err
 		} else if db, ok := attach(pgAddr(cfg.HoldfastPostgres)); ok {
 			// Its work is done in PostgreSQL, as the lock table's is.
 			p.also = db
 		} else {
-			r.logf("holdfast over PostgreSQL: no process found listening on %q (the DSN's host:port) on this machine, so its server CPU is the holdfast process's alone",
+			r.logf("holdfast over PostgreSQL: %q (the DSN's host:port) is not a loopback address on which a process of this machine listens, so its server CPU is the holdfast process's alone",
 				pgAddr(cfg.HoldfastPostgres))
 		}
 	}
@@ -409,14 +409,14 @@ func (r *runner) connectPeers(ctx context.Context) error {
 	cfg := r.cfg
 	add := func(flag, name, addr string, t target, prefix string, err error) error {
 		if err != nil {
-			return fmt.Errorf("%s %s: %w", flag, addr, err)
+			return fmt.Errorf("%s: %w", flag, err)
 		}
 		r.closers = append(r.closers, t.close)
 		s := &system{name: name, t: t, prefix: prefix}
 		if p, ok := attach(addr); ok {
 			s.server = p
 		} else {
-			r.logf("%s: no process found listening on %s on this machine, so its server CPU is left blank", name, addr)
+			r.logf("%s: %q is not a loopback host:port on which a process of this machine listens, so its server CPU is left blank", name, addr)
 		}
 		r.peers = append(r.peers, s)
 		return nil

@@ -79,10 +79,16 @@ func TestServerCostIsReadFromProc(t *testing.T) {
 	if !ok || p.pid != os.Getpid() {
 		t.Fatalf("attach found %+v (%v), want this process %d", p, ok, os.Getpid())
 	}
-	// The same port on another machine is not this process's.
+	// The same port on another machine is not this process's; loopback
+	// spelled otherwise is.
 	_, port, _ := net.SplitHostPort(ln.Addr().String())
 	if p, ok := attach(net.JoinHostPort("192.0.2.1", port)); ok {
 		t.Errorf("attach of another machine's address found this machine's process %+v", p)
+	}
+	for _, addr := range []string{"localhost:" + port, "postgres://u@localhost:" + port + "/db"} {
+		if p, ok := attach(addr); !ok || p.pid != os.Getpid() {
+			t.Errorf("attach(%q) found %+v (%v), want this process", addr, p, ok)
+		}
 	}
 	busy0, total0, ok := machineTimes()
 	if !ok {

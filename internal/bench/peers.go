@@ -135,23 +135,28 @@ return n`)
 )
 
 func newRedisTarget(ctx context.Context, addr string, clients int) (*redisTarget, error) {
+	// Checked on one connection first: the pool below dials all of its
+	// idle connections at once, and each failure would be logged.
+	if err := checkRedis(ctx, addr); err != nil {
+		return nil, err
+	}
 	rdb := redis.NewClient(&redis.Options{Addr: addr, PoolSize: clients + 4, MinIdleConns: clients})
-	cfg, err := rdb.ConfigGet(ctx, "appendfsync").Result()
-	if err != nil {
-		rdb.Close()
-		return nil, fmt.Errorf("redis peer: %w", err)
-	}
-	aof, err := rdb.ConfigGet(ctx, "appendonly").Result()
-	if err != nil {
-		rdb.Close()
-		return nil, fmt.Errorf("redis peer: %w", err)
-	}
-	if cfg["appendfsync"] != "always" || aof["appendonly"] != "yes" {
-		rdb.Close()
-		return nil, fmt.Errorf("redis peer at %s runs appendonly %q appendfsync %q: start it with --appendonly yes --appendfsync always for equal durability",
-			addr, aof["appendonly"], cfg["appendfsync"])
-	}
 	return &redisTarget{rdb: rdb}, nil
+}
+
+// checkRedis refuses a Redis that is not durable as the other systems are.
+func checkRedis(ctx context.Context, addr string) error {
+	rdb := redis.NewClient(&redis.Options{Addr: addr, PoolSize: 1, MaxRetries: -1})
+	defer rdb.Close()
+	cfg, err := rdb.ConfigGet(ctx, "append*").Result()
+	if err != nil {
+		return fmt.Errorf("redis peer: %w", err)
+	}
+	if cfg["appendfsync"] != "always" || cfg["appendonly"] != "yes" {
+		return fmt.Errorf("redis peer runs appendonly %q appendfsync %q: start it with --appendonly yes --appendfsync always for equal durability",
+			cfg["appendonly"], cfg["appendfsync"])
+	}
+	return nil
 }
 
 func (t *redisTarget) acquire(ctx context.Context, owner string, keys []string) (bool, error) {

@@ -252,7 +252,7 @@ func printTable(w io.Writer, rows []row) {
 		}
 	}
 	if len(lines) == 0 {
-		return
+		return // no peer and no ceiling: no heading over nothing
 	}
 	fmt.Fprintln(w, "\nRatios (throughput of holdfast ÷ throughput of the other system, same run):")
 	if rounds > 1 {

@@ -6,7 +6,8 @@
 //
 // It compacts its history every five minutes, as Kubernetes' API server
 // has its etcd do: without, every bench run would grow the member's
-// database until it refused writes at its quota.
+// database until it refused writes at its quota. A data directory grown
+// large before is not shrunk: start with a new --dir.
 //
 // It lives in its own module so that the etcd server's dependencies stay
 // out of holdfast's.

@@ -79,12 +79,9 @@ func (m *Manager) Batch(ctx context.Context, fn func(ctx context.Context)) error
 	if len(r.b.ops) == 0 && err != nil && m.cfg.Observer != nil {
 		// It never ran: it waited in the queue too long, its caller gave
 		// up there, or the store failed before running anything. Its
-		// operations are observed all the same, by their names, which a
-		// batch that did not queue learns only now.
-		if !r.gathered {
-			r.gather()
-		}
-		for _, name := range r.names {
+		// operations are observed all the same, by their names, learnt
+		// only now so that a batch that runs keeps none.
+		for _, name := range r.names() {
 			m.observe(name, start, err)
 		}
 	}
@@ -100,10 +97,9 @@ type batchRun struct {
 	fn  func(ctx context.Context)
 	b   batch // the state of the last run
 
-	touched  touched  // what the operations touch
-	size     int      // how many operations fn makes
-	names    []string // their names, for a batch that never runs
-	gathered bool     // touched, size and names are known
+	touched  touched // what the operations touch
+	size     int     // how many operations fn makes
+	gathered bool    // touched and size are known
 	// panicked is what fn panicked with, to be raised again on the
 	// Batch caller's goroutine rather than on the group leader's.
 	panicked *recovered
@@ -127,7 +123,15 @@ func (r *batchRun) run(o *op) error {
 func (r *batchRun) gather() {
 	g := &batch{m: r.m, touched: &r.touched}
 	r.call(g)
-	r.size, r.names, r.gathered = g.size, g.names, true
+	r.size, r.gathered = g.size, true
+}
+
+// names learns the operations' names from a call of fn that runs none of
+// them, for a batch that never ran.
+func (r *batchRun) names() []string {
+	g := &batch{m: r.m, touched: &touched{}, naming: true}
+	r.call(g)
+	return g.names
 }
 
 // call calls fn in b, keeping a panic, and where it came from, for the
@@ -189,9 +193,11 @@ type batch struct {
 	// the batch is then run again, one transaction per operation.
 	failed error
 	// touched, when set, only gathers what the operations would touch,
-	// running none of them; size counts them and names names them.
+	// running none of them; size counts them, and names names them when
+	// naming is set.
 	touched *touched
 	size    int
+	naming  bool
 	names   []string
 }
 
@@ -229,10 +235,10 @@ func (b *batch) update(name string, sc scope, do operation) error {
 }
 
 // gathering counts an operation of a call that only gathers, and keeps
-// its name where an Observer may need it (Batch).
+// its name when asked to (batchRun.names).
 func (b *batch) gathering(name string) error {
 	b.size++
-	if b.m.cfg.Observer != nil {
+	if b.naming {
 		b.names = append(b.names, name)
 	}
 	return errGathering

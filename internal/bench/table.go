@@ -139,21 +139,28 @@ func roundsOf(rows []row) int {
 	return n
 }
 
-// ratios divides h's throughput by p's in each of the run's rounds, NaN
-// where either was not measured.
-func ratios(h, p series, rounds int) []float64 {
+// perRound is f of s's row of each of the run's rounds, NaN where s did
+// not measure that round or f has nothing for it.
+func (s series) perRound(rounds int, f func(row) (float64, bool)) []float64 {
 	out := make([]float64, rounds)
 	for i := range out {
 		out[i] = math.NaN()
 	}
-	for _, a := range h {
-		for _, b := range p {
-			if a.round == b.round && a.ops > 0 && b.ops > 0 {
-				out[a.round] = a.rate() / b.rate()
-			}
+	for _, r := range s {
+		if x, ok := f(r); ok && r.ops > 0 {
+			out[r.round] = x
 		}
 	}
 	return out
+}
+
+// ratios divides h's throughput by p's in each of the run's rounds, NaN
+// where either was not measured.
+func ratios(h, p series, rounds int) []float64 {
+	of := p.perRound(rounds, func(r row) (float64, bool) { return r.rate(), true })
+	return h.perRound(rounds, func(r row) (float64, bool) {
+		return r.rate() / of[r.round], !math.IsNaN(of[r.round])
+	})
 }
 
 // fmtRatios prints the median of xs and, when there are more, each in
@@ -297,15 +304,9 @@ func printLatency(w io.Writer, rows []row) {
 		if r := s[0]; r.workload != "cycle" || !r.system.holdfast {
 			continue
 		}
-		xs := make([]float64, rounds)
-		for i := range xs {
-			xs[i] = math.NaN()
-		}
-		for _, r := range s {
-			if floors[r.round] > 0 && r.ops > 0 {
-				xs[r.round] = float64(r.p50) / float64(floors[r.round])
-			}
-		}
+		xs := s.perRound(rounds, func(r row) (float64, bool) {
+			return float64(r.p50) / float64(floors[r.round]), floors[r.round] > 0
+		})
 		if measured(xs) {
 			fmt.Fprintf(w, "  %-9s %s = %s\n", s[0].workload, s[0].name(), fmtRatios(xs))
 		}

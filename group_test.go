@@ -913,9 +913,7 @@ func TestStoreDownFailsTheGroupAtOnce(t *testing.T) {
 			if got := s.updates.Load(); got != c.transactions {
 				t.Errorf("%d store transactions, want %d", got, c.transactions)
 			}
-			if held := heldKeys(t, m); len(held) != 0 {
-				t.Errorf("held: %v, want nothing", held)
-			}
+			wantNothingHeld(t, m, "")
 		})
 	}
 }
@@ -988,9 +986,7 @@ func TestQueuedPastTheStoresBoundFail(t *testing.T) {
 	if got := s.updates.Load() - before; got != 1 {
 		t.Errorf("%d store transactions, want only the held one", got)
 	}
-	if held := heldKeys(t, m); len(held) != 0 {
-		t.Errorf("held: %v, want nothing", held)
-	}
+	wantNothingHeld(t, m, "")
 	// The batch never ran, and its operations are observed all the same.
 	failed := obs.failing("longer than the store gives a transaction")
 	if want := []string{"acquire", "acquire", "heartbeat", "release"}; !slices.Equal(failed, want) {
@@ -1299,6 +1295,15 @@ func heldKeys(t *testing.T, m *holdfast.Manager) []string {
 	return keys
 }
 
+// wantNothingHeld reports any lock m holds; after says when, for the
+// message.
+func wantNothingHeld(t *testing.T, m *holdfast.Manager, after string) {
+	t.Helper()
+	if held := heldKeys(t, m); len(held) != 0 {
+		t.Errorf("held %v%s, want nothing", held, after)
+	}
+}
+
 // panicOf calls fn and returns what it panicked with, nil if nothing.
 func panicOf(fn func()) (v any) {
 	defer func() { v = recover() }()
@@ -1418,9 +1423,7 @@ func TestOperationPanicFailsItsBatch(t *testing.T) {
 			if n := s.lockPanics.Load(); n != 1 {
 				t.Errorf("the panicking operation ran %d times, want once", n)
 			}
-			if held := heldKeys(t, m); len(held) != 0 {
-				t.Errorf("held %v after the batch panicked, want nothing", held)
-			}
+			wantNothingHeld(t, m, " after the batch panicked")
 		})
 	}
 }
@@ -1442,9 +1445,7 @@ func TestPanicOutlivesTheStoresRetry(t *testing.T) {
 	if n := s.lockPanics.Load(); n != 1 {
 		t.Errorf("the operation panicked %d times, want once", n)
 	}
-	if held := heldKeys(t, m); len(held) != 0 {
-		t.Errorf("held %v after the operation panicked, want nothing", held)
-	}
+	wantNothingHeld(t, m, " after the operation panicked")
 }
 
 // commitsObserved records what a CommitObserver is told of commits.

@@ -127,16 +127,12 @@ func TestBenchStopsOnAPeerItCannotReach(t *testing.T) {
 	for flag, value := range map[string]string{"--etcd": addr, "--redis": addr, "--postgres": dsn, "--holdfast-postgres": dsn} {
 		t.Run(flag, func(t *testing.T) {
 			t.Parallel()
-			cmd := exec.Command(binary, "bench", "--workloads", "cycle", "--duration", "100ms", "--no-trivial", flag, value)
-			var out, errOut bytes.Buffer
-			cmd.Stdout, cmd.Stderr = &out, &errOut
-			err := cmd.Run()
-			stderr := errOut.String()
-			if code := cmd.ProcessState.ExitCode(); err == nil || code == 0 || !strings.Contains(stderr, flag+":") || !strings.Contains(stderr, addr) {
-				t.Errorf("bench %s with nothing at %s: exit %d, stderr:\n%s\nwant a failure naming %s and the address", flag, addr, code, stderr, flag)
+			r := runToEnd(t, exec.Command(binary, "bench", "--workloads", "cycle", "--duration", "100ms", "--no-trivial", flag, value))
+			if r.code == 0 || !strings.Contains(r.stderr, flag+":") || !strings.Contains(r.stderr, addr) {
+				t.Errorf("bench %s with nothing at %s: exit %d, stderr:\n%s\nwant a failure naming %s and the address", flag, addr, r.code, r.stderr, flag)
 			}
-			if out.Len() > 0 {
-				t.Errorf("it printed a table:\n%s", &out)
+			if r.stdout != "" {
+				t.Errorf("it printed a table:\n%s", r.stdout)
 			}
 		})
 	}
@@ -259,13 +255,11 @@ func statAfterComm(pid int) []string {
 // stdout and stderr; it must succeed.
 func runBench(t *testing.T, args ...string) (stdout, stderr string) {
 	t.Helper()
-	cmd := exec.Command(binary, args...)
-	var out, errOut bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errOut
-	if err := cmd.Run(); err != nil {
-		t.Fatalf("holdfast %s: %v\nstdout:\n%s\nstderr:\n%s", strings.Join(args, " "), err, &out, &errOut)
+	r := runToEnd(t, exec.Command(binary, args...))
+	if r.code != 0 {
+		t.Fatalf("holdfast %s: exit %d\nstdout:\n%s\nstderr:\n%s", strings.Join(args, " "), r.code, r.stdout, r.stderr)
 	}
-	return out.String(), errOut.String()
+	return r.stdout, r.stderr
 }
 
 // wantLines reports each pattern that no line of the table matches.

@@ -103,13 +103,19 @@ type result struct {
 // run runs holdfast to the end.
 func (s *testServer) run(t *testing.T, args ...string) result {
 	t.Helper()
-	cmd := s.command(args...)
+	return runToEnd(t, s.command(args...))
+}
+
+// runToEnd runs cmd to the end and returns what it printed and its exit
+// code; it fails the test only if cmd could not run at all.
+func runToEnd(t *testing.T, cmd *exec.Cmd) result {
+	t.Helper()
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	err := cmd.Run()
 	var exitErr *exec.ExitError
 	if err != nil && !errors.As(err, &exitErr) {
-		t.Fatalf("holdfast %v: %v", args, err)
+		t.Fatalf("%v: %v", cmd.Args, err)
 	}
 	return result{stdout.String(), stderr.String(), cmd.ProcessState.ExitCode()}
 }

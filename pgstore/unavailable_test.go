@@ -3,7 +3,6 @@ package pgstore_test
 import (
 	"context"
 	"errors"
-	"net/url"
 	"strings"
 	"testing"
 	"time"
@@ -136,18 +135,8 @@ func TestClosedStoreIsUnavailable(t *testing.T) {
 func behindProxy(t *testing.T) (*tcpproxy.Proxy, *pgxpool.Pool, string) {
 	t.Helper()
 	schema := newSchema(t, testPool(t))
-	u, err := url.Parse(pgtest.SharedDSN(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := tcpproxy.New(t, u.Host)
-	u.Host = p.Addr()
-	cfg, err := pgxpool.ParseConfig(u.String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.ConnConfig.ConnectTimeout = 2 * time.Second
-	pool, err := pgxpool.NewWithConfig(t.Context(), cfg)
+	p, dsn := pgtest.BehindProxy(t, pgtest.SharedDSN(t))
+	pool, err := pgxpool.New(t.Context(), dsn)
 	if err != nil {
 		t.Fatal(err)
 	}

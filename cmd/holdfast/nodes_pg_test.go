@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/url"
 	"slices"
 	"strings"
 	"sync"
@@ -335,16 +334,8 @@ func databaseBehindProxy(t *testing.T) (proxy *tcpproxy.Proxy, dsn, schema strin
 	t.Helper()
 	dsn = pgtest.SharedDSN(t)
 	schema = migratedSchema(t, dsn)
-	u, err := url.Parse(dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	proxy = tcpproxy.New(t, u.Host)
-	u.Host = proxy.Addr()
-	q := u.Query()
-	q.Set("connect_timeout", "2")
-	u.RawQuery = q.Encode()
-	return proxy, u.String(), schema
+	proxy, dsn = pgtest.BehindProxy(t, dsn)
+	return proxy, dsn, schema
 }
 
 // servesAgain waits until node is ready again after an outage, then

@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net"
+	"net/url"
 	"os"
 	"os/exec"
 	"os/user"
@@ -28,6 +29,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/holdfast/holdfast/internal/tcpproxy"
 )
 
 // Stop modes, as pg_ctl names them.
@@ -76,6 +79,23 @@ func SharedDSN(t testing.TB) string {
 		t.Skip("HOLDFAST_TEST_POSTGRES is not set; set it to a PostgreSQL DSN to run the PostgreSQL tests")
 	}
 	return dsn
+}
+
+// BehindProxy returns a proxy to the database of dsn, a URL, which the
+// test can cut, stall or strand, and dsn rewritten to connect through it,
+// giving up on a connection after 2s.
+func BehindProxy(t testing.TB, dsn string) (*tcpproxy.Proxy, string) {
+	t.Helper()
+	u, err := url.Parse(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := tcpproxy.New(t, u.Host)
+	u.Host = p.Addr()
+	q := u.Query()
+	q.Set("connect_timeout", "2")
+	u.RawQuery = q.Encode()
+	return p, u.String()
 }
 
 // readyTimeout bounds how long a start, including crash recovery, may take.

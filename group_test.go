@@ -170,7 +170,7 @@ func newTapManager(t *testing.T, s *tapStore) *holdfast.Manager {
 	return newObservedManager(t, s, nil)
 }
 
-func newObservedManager(t *testing.T, s *tapStore, obs holdfast.Observer) *holdfast.Manager {
+func newObservedManager(t *testing.T, s store.Store, obs holdfast.Observer) *holdfast.Manager {
 	t.Helper()
 	m, err := holdfast.New(s, holdfast.Config{SweepInterval: -1, Observer: obs})
 	if err != nil {
@@ -457,12 +457,7 @@ func (merging) MergesCommits() bool { return true }
 // newMergingManager is a Manager over s that takes s for a store.Merger.
 func newMergingManager(t *testing.T, s *tapStore) *holdfast.Manager {
 	t.Helper()
-	m, err := holdfast.New(merging{s}, holdfast.Config{SweepInterval: -1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { m.Close(); s.Close() })
-	return m
+	return newObservedManager(t, merging{s}, nil)
 }
 
 // A group is bounded, so that one commit stays short: what queued beyond
@@ -958,11 +953,7 @@ func TestQueuedPastTheStoresBoundFail(t *testing.T) {
 	s := newTapStore(nil)
 	s.prepares = true // so that a batch queues too
 	obs := &observed{}
-	m, err := holdfast.New(boundedStore{s, time.Nanosecond}, holdfast.Config{SweepInterval: -1, Observer: obs})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { m.Close(); s.Close() })
+	m := newObservedManager(t, boundedStore{s, time.Nanosecond}, obs)
 	ctx := context.Background()
 	learnPreparing(t, m)
 	before := s.updates.Load()
@@ -1041,11 +1032,7 @@ func TestBatchesCountTheirOperationsInAGroup(t *testing.T) {
 	tap := newTapStore(nil)
 	tap.prepares = true
 	s := &sizingStore{tapStore: tap}
-	m, err := holdfast.New(s, holdfast.Config{SweepInterval: -1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { m.Close(); s.Close() })
+	m := newObservedManager(t, s, nil)
 	learnPreparing(t, m)
 	ctx := context.Background()
 
@@ -1148,12 +1135,8 @@ func (s *flakyStore) Update(ctx context.Context, fn func(store.Tx) error) error 
 func TestBatchAnswersTheStoresLastFailure(t *testing.T) {
 	t.Parallel()
 	s := &flakyStore{Store: memstore.New(memstore.Config{})}
-	m, err := holdfast.New(s, holdfast.Config{SweepInterval: -1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { m.Close(); s.Close() })
-	err = m.Batch(context.Background(), func(ctx context.Context) {
+	m := newObservedManager(t, s, nil)
+	err := m.Batch(context.Background(), func(ctx context.Context) {
 		m.Acquire(ctx, acquireReq("order/1", "s-1"))
 		m.Acquire(ctx, acquireReq("order/2", "s-2"))
 	})
@@ -1168,11 +1151,7 @@ func TestBatchOperationsAreObservedWhenTheStoreFails(t *testing.T) {
 	t.Parallel()
 	obs := &observed{}
 	s := &flakyStore{Store: memstore.New(memstore.Config{})}
-	m, err := holdfast.New(s, holdfast.Config{SweepInterval: -1, Observer: obs})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { m.Close(); s.Close() })
+	m := newObservedManager(t, s, obs)
 	m.Batch(context.Background(), func(ctx context.Context) {
 		m.Acquire(ctx, acquireReq("order/1", "s-1"))
 		m.Acquire(ctx, acquireReq("order/2", "s-2"))
@@ -1213,11 +1192,7 @@ func TestBatchesTheStoreNeverRanAreObserved(t *testing.T) {
 
 	obs := &observed{}
 	s := &deadStore{Store: memstore.New(memstore.Config{})}
-	m, err := holdfast.New(s, holdfast.Config{SweepInterval: -1, Observer: obs})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { m.Close(); s.Close() })
+	m := newObservedManager(t, s, obs)
 	s.down.Store(true)
 	if err := m.Batch(context.Background(), fn(m)); !errors.Is(err, holdfast.ErrUnavailable) {
 		t.Fatalf("Batch = %v, want unavailable", err)
@@ -1233,7 +1208,7 @@ func TestBatchesTheStoreNeverRanAreObserved(t *testing.T) {
 	tap.prepares = true
 	m = newObservedManager(t, tap, obs)
 	learnPreparing(t, m)
-	err = m.Batch(context.Background(), func(ctx context.Context) {
+	err := m.Batch(context.Background(), func(ctx context.Context) {
 		fn(m)(ctx)
 		m.Acquire(ctx, acquireReq("down/2", "s-2"))
 	})

@@ -1,0 +1,187 @@
+// Package diskwatch notices when the disk under an embedded store stops
+// completing its writes: a write or fdatasync still under way after a
+// bound. The store then fails closed while it lasts: its callers,
+// those already waiting for that write among them, fail with
+// store.ErrUnavailable (a 503 with Retry-After) rather than wait with no
+// end, and its Ping fails, so that /readyz takes the server out of its load
+// balancer. Once the write completes the store serves again; a write that
+// fails instead fails the store until it is reopened, as before.
+package diskwatch
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/holdfast/holdfast/store"
+)
+
+// DefaultLimit is the embedded stores' bound by default, the same as
+// PostgreSQL's (pgstore.DefaultTimeout): far above what a write and its
+// fdatasync take on a disk that works, below a person's patience.
+const DefaultLimit = 5 * time.Second
+
+// Watch times a store's writes and syncs, each in one of a fixed number of
+// slots (one per goroutine that writes). The zero of a slot is idle.
+type Watch struct {
+	name  string // the store, for errors and logs
+	limit time.Duration
+	log   *slog.Logger
+	now   func() time.Time
+
+	started []atomic.Int64 // per slot: when its write began, in Unix nanoseconds; 0: idle
+	// cur is the episode callers wait against: its ch is closed once a
+	// stall is declared, after err is set. A new one replaces it when
+	// the stall ends.
+	cur atomic.Pointer[episode]
+
+	mu   sync.Mutex // orders declaring and ending stalls
+	stop chan struct{}
+	done chan struct{}
+}
+
+type episode struct {
+	ch    chan struct{}
+	err   error
+	since time.Time // when the stalled write began
+}
+
+func newEpisode() *episode { return &episode{ch: make(chan struct{})} }
+
+// New starts a Watch of slots slots that declares a stall once a write
+// has been under way for limit; limit zero or less watches nothing. Close
+// stops it.
+func New(name string, limit time.Duration, slots int, log *slog.Logger) *Watch {
+	w := &Watch{name: name, limit: limit, log: log, now: time.Now, started: make([]atomic.Int64, slots),
+		stop: make(chan struct{}), done: make(chan struct{})}
+	w.cur.Store(newEpisode())
+	if limit <= 0 {
+		close(w.done)
+		return w
+	}
+	go w.loop(checkEvery(limit))
+	return w
+}
+
+// checkEvery is how often the watch looks at its slots: a stall is
+// declared at most this long after the bound has passed.
+func checkEvery(limit time.Duration) time.Duration {
+	return min(max(limit/4, time.Millisecond), time.Second)
+}
+
+// Close stops the watch; it does not end a stall.
+func (w *Watch) Close() {
+	select {
+	case <-w.stop:
+	default:
+		close(w.stop)
+	}
+	<-w.done
+}
+
+// Limit is the bound the watch was made with.
+func (w *Watch) Limit() time.Duration { return w.limit }
+
+// Begin notes that slot's goroutine starts a write or sync now.
+func (w *Watch) Begin(slot int) { w.started[slot].Store(w.now().UnixNano()) }
+
+// End notes that slot's write or sync has returned, and ends the stall if
+// no other write is stalled still.
+func (w *Watch) End(slot int) {
+	w.started[slot].Store(0)
+	if w.Err() != nil {
+		w.check()
+	}
+}
+
+// Err is the stall, wrapping store.ErrUnavailable, while one lasts; nil
+// otherwise.
+func (w *Watch) Err() error {
+	ep := w.cur.Load()
+	select {
+	case <-ep.ch:
+		return ep.err
+	default:
+		return nil
+	}
+}
+
+// Wait waits until durable is closed (nil), ctx is done (its error) or a
+// stall is declared (the stall's error). A durable already closed wins.
+func (w *Watch) Wait(ctx context.Context, durable <-chan struct{}) error {
+	select {
+	case <-durable:
+		return nil
+	default:
+	}
+	ep := w.cur.Load()
+	select {
+	case <-durable:
+		return nil
+	case <-ep.ch:
+		select {
+		case <-durable:
+			return nil
+		default:
+			return ep.err
+		}
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (w *Watch) loop(every time.Duration) {
+	defer close(w.done)
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-t.C:
+			w.check()
+		case <-w.stop:
+			return
+		}
+	}
+}
+
+// oldest is when the oldest write under way began; zero when none is.
+func (w *Watch) oldest() time.Time {
+	var first int64
+	for i := range w.started {
+		if at := w.started[i].Load(); at != 0 && (first == 0 || at < first) {
+			first = at
+		}
+	}
+	if first == 0 {
+		return time.Time{}
+	}
+	return time.Unix(0, first)
+}
+
+// check declares a stall when a write has been under way for the limit or
+// longer, and ends the one declared when none has.
+func (w *Watch) check() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	now := w.now()
+	oldest := w.oldest()
+	stalled := w.limit > 0 && !oldest.IsZero() && now.Sub(oldest) >= w.limit
+	ep := w.cur.Load()
+	declared := ep.err != nil
+	switch {
+	case stalled && !declared:
+		ep.since = oldest
+		ep.err = fmt.Errorf("%s: %w: the disk has not completed a write for %s (the bound is %s)",
+			w.name, store.ErrUnavailable, now.Sub(oldest).Round(time.Millisecond), w.limit)
+		close(ep.ch)
+		w.log.Error(w.name+": the disk has not completed a write within the bound; failing every request with 503 until it does",
+			slog.Duration("waited", now.Sub(oldest).Round(time.Millisecond)), slog.Duration("bound", w.limit))
+	case !stalled && declared:
+		w.cur.Store(newEpisode())
+		w.log.Warn(w.name+": the disk completed the stalled write; serving again",
+			slog.Duration("stalled_for", now.Sub(ep.since).Round(time.Millisecond)))
+	}
+}

@@ -95,8 +95,11 @@ func (s *Store) writeCheckpoint(snap *memdb.Snapshot, seq, pruned uint64, wait *
 	if err := f.Close(); w.err == nil {
 		w.err = err
 	}
-	if w.err == nil {
-		w.err = s.waitDurable(wait)
+	if w.err == nil && wait != nil {
+		// Not bounded by the stall watch: a checkpoint may wait out a
+		// stall, which callers must not.
+		<-wait.durable
+		w.err = wait.err
 	}
 	if w.err == nil {
 		w.err = os.Rename(tmp, filepath.Join(s.dir, checkpointName(seq)))

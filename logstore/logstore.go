@@ -26,6 +26,7 @@
 package logstore
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -37,6 +38,7 @@ import (
 	"time"
 
 	"github.com/holdfast/holdfast/internal/dirlock"
+	"github.com/holdfast/holdfast/internal/diskwatch"
 	"github.com/holdfast/holdfast/internal/gcpause"
 	"github.com/holdfast/holdfast/internal/memdb"
 	"github.com/holdfast/holdfast/store"
@@ -49,6 +51,14 @@ type Config struct {
 	// Logger receives open and checkpoint statistics and write failures;
 	// default slog.Default().
 	Logger *slog.Logger
+	// Timeout bounds how long one write or fdatasync of the log may take
+	// before the store counts its disk as stalled: while one is, every
+	// call fails with store.ErrUnavailable (those waiting for that write
+	// included) and Ping fails, until it completes. The Manager also
+	// fails operations that wait longer than this for their turn
+	// (store.Bounded). Default 5s; negative: none, and a disk that stops
+	// completing writes holds its callers until their contexts end.
+	Timeout time.Duration
 }
 
 // tuning holds the sizes tests make small.
@@ -101,6 +111,8 @@ type Store struct {
 	// syncFile makes it durable; tests make them fail.
 	writeFrame func(f *os.File, off int64, frame []byte) error
 	syncFile   func(f *os.File) error
+	// watch times each syncer's writes and syncs (Config.Timeout).
+	watch *diskwatch.Watch
 
 	mu sync.Mutex
 	// filling collects the commits that the next write will carry.
@@ -203,8 +215,9 @@ type group struct {
 }
 
 var (
-	_ store.Store  = (*Store)(nil)
-	_ store.Merger = (*Store)(nil)
+	_ store.Store   = (*Store)(nil)
+	_ store.Merger  = (*Store)(nil)
+	_ store.Bounded = (*Store)(nil)
 )
 
 // Open opens (or creates) the store in dir and loads every record but the
@@ -268,6 +281,7 @@ func open(dir string, cfg Config, tune tuning) (*Store, error) {
 	locks, sessions, _ := s.mem.Size()
 	s.log.Info("logstore: opened", slog.String("dir", dir), slog.Int("locks", locks),
 		slog.Int("sessions", sessions), slog.Uint64("last_audit_id", s.lastAudit), slog.Duration("took", time.Since(start)))
+	s.watch = diskwatch.New("logstore", cmp.Or(cfg.Timeout, diskwatch.DefaultLimit), tune.syncers, s.log)
 	for i := range tune.syncers {
 		s.stopping.Go(func() { s.syncLoop(i) })
 	}
@@ -361,7 +375,7 @@ func (s *Store) Update(ctx context.Context, fn func(store.Tx) error) error {
 		}
 		wait = s.enqueue(changes, pruned)
 	})
-	if werr := s.waitDurable(wait); werr != nil {
+	if werr := s.waitDurable(ctx, wait); werr != nil {
 		return werr
 	}
 	return err
@@ -377,7 +391,7 @@ func (s *Store) View(ctx context.Context, fn func(store.ReadTx) error) error {
 	err := s.mem.View(func(tx store.ReadTx) error {
 		return fn(auditReader{ReadTx: tx, s: s})
 	}, func() { wait = s.enqueue(nil, 0) })
-	if werr := s.waitDurable(wait); werr != nil {
+	if werr := s.waitDurable(ctx, wait); werr != nil {
 		return werr
 	}
 	return err
@@ -450,11 +464,16 @@ func (s *Store) enqueue(changes []memdb.Change, pruned uint64) *group {
 	return s.strict
 }
 
-func (s *Store) waitDurable(g *group) error {
+// waitDurable waits until g is durable, or its caller has gone, or the
+// disk is found stalled. After either of the latter, what the caller
+// committed stays in memory and is written once the disk allows.
+func (s *Store) waitDurable(ctx context.Context, g *group) error {
 	if g == nil {
 		return nil
 	}
-	<-g.durable
+	if err := s.watch.Wait(ctx, g.durable); err != nil {
+		return err
+	}
 	return g.err
 }
 
@@ -532,7 +551,10 @@ func (s *Store) commitFilling(i int, touches bool) bool {
 		}
 	}
 	sealFrame(g.buf, g.seq)
-	if err := s.write(g); err != nil {
+	s.watch.Begin(i)
+	err := s.write(g)
+	s.watch.End(i)
+	if err != nil {
 		s.fail(err, g, s.active)
 		s.writeMu.Unlock()
 		return false
@@ -592,7 +614,10 @@ func (s *Store) syncWritten(i int, g *group) bool {
 	// rotation resets ackedEnd, which ackLocked must not move after it.
 	defer s.syncing.Done()
 	start := time.Now()
-	if err := s.syncFile(f); err != nil {
+	s.watch.Begin(i)
+	err := s.syncFile(f)
+	s.watch.End(i)
+	if err != nil {
 		s.fail(err, nil, active)
 		return false
 	}
@@ -815,11 +840,16 @@ func (s *Store) finishLocked(g *group) {
 
 var errClosed = fmt.Errorf("logstore: closed: %w", store.ErrUnavailable)
 
+// usable fails when a call cannot be served: the store failed, is closed,
+// its disk is stalled, or ctx is done. Only the stall passes by itself.
 func (s *Store) usable(ctx context.Context) error {
 	s.mu.Lock()
 	err := s.unusableLocked()
 	s.mu.Unlock()
 	if err != nil {
+		return err
+	}
+	if err := s.watch.Err(); err != nil {
 		return err
 	}
 	return ctx.Err()
@@ -842,8 +872,13 @@ func finished(err error) *group {
 	return g
 }
 
-// Ping fails once a write has failed or the store is closed.
+// Ping fails once a write has failed or the store is closed, and while
+// the disk is stalled (Config.Timeout).
 func (s *Store) Ping(ctx context.Context) error { return s.usable(ctx) }
+
+// TransactionTimeout is Config.Timeout: the Manager bounds the wait of the
+// operations queued behind a transaction by it too (store.Bounded).
+func (s *Store) TransactionTimeout() time.Duration { return s.watch.Limit() }
 
 // MergesCommits reports true: commits made while a group is written share
 // the next group's write and fdatasync (store.Merger).
@@ -867,6 +902,7 @@ func (s *Store) Close() error {
 	close(s.wake)
 	close(s.quit)
 	s.stopping.Wait()
+	s.watch.Close()
 	s.lazyTimer.Stop()
 	s.writeTimer.Stop()
 	if s.prepared != nil {

@@ -18,6 +18,7 @@
 package pebblestore
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -30,6 +31,7 @@ import (
 	"github.com/cockroachdb/pebble/v2"
 
 	"github.com/holdfast/holdfast/internal/codec"
+	"github.com/holdfast/holdfast/internal/diskwatch"
 	"github.com/holdfast/holdfast/internal/gcpause"
 	"github.com/holdfast/holdfast/internal/memdb"
 	"github.com/holdfast/holdfast/store"
@@ -42,6 +44,13 @@ type Config struct {
 	// Logger receives open statistics and write failures; default
 	// slog.Default().
 	Logger *slog.Logger
+	// Timeout bounds how long one append or fsync of the log may take
+	// before the store counts its disk as stalled: while one is, every
+	// call fails with store.ErrUnavailable (those waiting for that write
+	// included) and Ping fails, until it completes. The Manager also
+	// fails operations that wait longer than this for their turn
+	// (store.Bounded). Default 5s; negative: none.
+	Timeout time.Duration
 }
 
 // Store is the embedded durable store.Store.
@@ -50,9 +59,13 @@ type Store struct {
 	db     *pebble.DB
 	log    *slog.Logger
 	unlock func() error // releases the directory lock
-	// append writes one group to the log without waiting for its fsync;
-	// tests make it fail.
-	append func(*pebble.Batch) error
+	// append writes one group to the log without waiting for its fsync,
+	// and syncWait waits for that fsync; tests make them fail or hang.
+	append   func(*pebble.Batch) error
+	syncWait func(*pebble.Batch) error
+	// watch times the appends (slot 0) and the fsyncs (slot 1); see
+	// Config.Timeout.
+	watch *diskwatch.Watch
 
 	mu sync.Mutex
 	// filling collects the commits that the next append will carry.
@@ -100,8 +113,9 @@ type group struct {
 }
 
 var (
-	_ store.Store  = (*Store)(nil)
-	_ store.Merger = (*Store)(nil)
+	_ store.Store   = (*Store)(nil)
+	_ store.Merger  = (*Store)(nil)
+	_ store.Bounded = (*Store)(nil)
 )
 
 // engineDir is the subdirectory of a store's directory that Pebble owns.
@@ -139,14 +153,15 @@ func Open(dir string, cfg Config) (*Store, error) {
 		return nil, fmt.Errorf("pebblestore: open %s: %w", dir, err)
 	}
 	s := &Store{
-		mem:     memdb.New(cfg.Now, memdb.Options{}),
-		db:      db,
-		log:     cfg.Logger,
-		unlock:  unlock,
-		append:  func(b *pebble.Batch) error { return db.ApplyNoSyncWait(b, pebble.Sync) },
-		wake:    make(chan struct{}, 1),
-		done:    make(chan struct{}),
-		syncing: make(chan *group, maxUnsynced),
+		mem:      memdb.New(cfg.Now, memdb.Options{}),
+		db:       db,
+		log:      cfg.Logger,
+		unlock:   unlock,
+		append:   func(b *pebble.Batch) error { return db.ApplyNoSyncWait(b, pebble.Sync) },
+		syncWait: (*pebble.Batch).SyncWait,
+		wake:     make(chan struct{}, 1),
+		done:     make(chan struct{}),
+		syncing:  make(chan *group, maxUnsynced),
 	}
 	if err := s.load(); err != nil {
 		db.Close()
@@ -158,6 +173,7 @@ func Open(dir string, cfg Config) (*Store, error) {
 	s.log.Info("pebblestore: opened", slog.String("dir", dir), slog.Int("locks", locks),
 		slog.Int("sessions", sessions), slog.Uint64("last_audit_id", lastAudit), slog.Duration("took", time.Since(start)))
 	s.filling = s.newGroup()
+	s.watch = diskwatch.New("pebblestore", cmp.Or(cfg.Timeout, diskwatch.DefaultLimit), 2, s.log)
 	go s.commitLoop()
 	go s.syncLoop()
 	return s, nil
@@ -297,7 +313,7 @@ func (s *Store) Update(ctx context.Context, fn func(store.Tx) error) error {
 		}
 		wait = s.enqueue(changes)
 	})
-	if werr := s.waitDurable(wait); werr != nil {
+	if werr := s.waitDurable(ctx, wait); werr != nil {
 		return werr
 	}
 	return err
@@ -313,7 +329,7 @@ func (s *Store) View(ctx context.Context, fn func(store.ReadTx) error) error {
 	err := s.mem.View(func(tx store.ReadTx) error {
 		return fn(auditReader{ReadTx: tx, s: s})
 	}, func() { wait = s.enqueue(nil) })
-	if werr := s.waitDurable(wait); werr != nil {
+	if werr := s.waitDurable(ctx, wait); werr != nil {
 		return werr
 	}
 	return err
@@ -361,11 +377,16 @@ func (s *Store) enqueue(changes []memdb.Change) *group {
 	return s.strict
 }
 
-func (s *Store) waitDurable(g *group) error {
+// waitDurable waits until g is durable, or its caller has gone, or the
+// disk is found stalled. After either of the latter, what the caller
+// committed stays in memory and is written once the disk allows.
+func (s *Store) waitDurable(ctx context.Context, g *group) error {
 	if g == nil {
 		return nil
 	}
-	<-g.durable
+	if err := s.watch.Wait(ctx, g.durable); err != nil {
+		return err
+	}
 	return g.err
 }
 
@@ -404,7 +425,9 @@ func (s *Store) appendFilling() bool {
 
 	err := g.writeBatch(s.db)
 	if err == nil {
+		s.watch.Begin(0)
 		err = s.append(g.batch)
+		s.watch.End(0)
 	}
 	s.mu.Lock()
 	g.records.reset()
@@ -428,7 +451,9 @@ func (s *Store) appendFilling() bool {
 func (s *Store) syncLoop() {
 	defer close(s.done)
 	for g := range s.syncing {
-		err := g.batch.SyncWait()
+		s.watch.Begin(1)
+		err := s.syncWait(g.batch)
+		s.watch.End(1)
 		s.mu.Lock()
 		if err != nil {
 			s.failLocked(err)
@@ -502,11 +527,16 @@ func (s *Store) finishLocked(g *group) {
 
 var errClosed = fmt.Errorf("pebblestore: closed: %w", store.ErrUnavailable)
 
+// usable fails when a call cannot be served: the store failed, is closed,
+// its disk is stalled, or ctx is done. Only the stall passes by itself.
 func (s *Store) usable(ctx context.Context) error {
 	s.mu.Lock()
 	err := s.unusableLocked()
 	s.mu.Unlock()
 	if err != nil {
+		return err
+	}
+	if err := s.watch.Err(); err != nil {
 		return err
 	}
 	return ctx.Err()
@@ -529,8 +559,13 @@ func finished(err error) *group {
 	return g
 }
 
-// Ping fails once a write has failed or the store is closed.
+// Ping fails once a write has failed or the store is closed, and while
+// the disk is stalled (Config.Timeout).
 func (s *Store) Ping(ctx context.Context) error { return s.usable(ctx) }
+
+// TransactionTimeout is Config.Timeout: the Manager bounds the wait of the
+// operations queued behind a transaction by it too (store.Bounded).
+func (s *Store) TransactionTimeout() time.Duration { return s.watch.Limit() }
 
 // MergesCommits reports true: commits made while a group is written share
 // the next group's write and sync (store.Merger).
@@ -548,6 +583,7 @@ func (s *Store) Close() error {
 	close(s.wake)
 	s.mu.Unlock()
 	<-s.done
+	s.watch.Close()
 	s.dbMu.Lock()
 	s.dbClosed = true
 	err := s.db.Close()

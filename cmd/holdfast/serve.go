@@ -218,9 +218,9 @@ func openStore(ctx context.Context, cfg config.Config, log *slog.Logger) (store.
 		// A directory written before logstore became the default keeps
 		// its engine, so that no lock it holds is lost.
 		log.Info("the store directory holds the earlier embedded store (Pebble); serving it with pebblestore", slog.String("dir", dsn))
-		st, err = pebblestore.Open(dsn, pebblestore.Config{Logger: log})
+		st, err = pebblestore.Open(dsn, pebblestore.Config{Logger: log, Timeout: time.Duration(cfg.StoreTimeout)})
 	} else {
-		st, err = logstore.Open(dsn, logstore.Config{Logger: log})
+		st, err = logstore.Open(dsn, logstore.Config{Logger: log, Timeout: time.Duration(cfg.StoreTimeout)})
 	}
 	if err != nil {
 		return nil, nil, fmt.Errorf("opening the embedded store in %s: %w", dsn, err)

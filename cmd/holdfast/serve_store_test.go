@@ -5,6 +5,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"log/slog"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -13,7 +15,9 @@ import (
 	"time"
 
 	"github.com/holdfast/holdfast"
+	"github.com/holdfast/holdfast/internal/config"
 	"github.com/holdfast/holdfast/pebblestore"
+	"github.com/holdfast/holdfast/store"
 )
 
 // TestServeNewDirectoryUsesLogstore checks what a new store directory
@@ -131,5 +135,35 @@ func TestServeKeepsAnEarlierPebbleDirectory(t *testing.T) {
 	}
 	if got := storeRecords(t, p.url); got["locks"] != 1 {
 		t.Errorf("holdfast_store_records over the earlier directory: %v", got)
+	}
+}
+
+// TestStoreTimeoutBoundsTheEmbeddedStores checks that store_timeout
+// reaches both embedded stores, whose disk it bounds (docs/STORAGE.md, "A
+// stalled disk").
+func TestStoreTimeoutBoundsTheEmbeddedStores(t *testing.T) {
+	t.Parallel()
+	earlier := t.TempDir()
+	st, err := pebblestore.Open(earlier, pebblestore.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for name, dir := range map[string]string{"logstore": t.TempDir(), "pebblestore": earlier} {
+		cfg := config.Default()
+		cfg.Store, cfg.StoreTimeout = dir, config.Duration(1234*time.Millisecond)
+		st, closeStore, err := openStore(context.Background(), cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		b, ok := st.(store.Bounded)
+		if !ok || b.TransactionTimeout() != 1234*time.Millisecond {
+			t.Errorf("%s (%T) is not bounded by store_timeout 1.234s", name, st)
+		}
+		if err := closeStore(); err != nil {
+			t.Fatal(err)
+		}
 	}
 }

@@ -52,8 +52,10 @@ type Config struct {
 	// Schema is the PostgreSQL schema of holdfast's tables; only a
 	// postgres:// store uses it.
 	Schema string `toml:"schema"`
-	// StoreTimeout bounds each transaction on PostgreSQL: a database that
-	// stops answering fails requests with 503 after this long.
+	// StoreTimeout bounds each transaction on PostgreSQL, and each write
+	// and fsync of the embedded store: a database that stops answering,
+	// or a disk that stops completing writes, fails requests with 503
+	// after this long.
 	StoreTimeout Duration `toml:"store_timeout"`
 	// MigrateOnStart creates or upgrades the PostgreSQL tables at start,
 	// as `holdfast migrate` does; otherwise a schema that is missing or
@@ -145,7 +147,7 @@ func Load(fs *flag.FlagSet, args []string, getenv func(string) string) (Config, 
 		{"listen", "`address` to serve on", def.Listen, false},
 		{"store", "lock store `DSN`: a directory for the embedded store, or a postgres:// URL", def.Store, false},
 		{"schema", "PostgreSQL `schema` of holdfast's tables", def.Schema, false},
-		{"store_timeout", "how long a request waits for PostgreSQL before failing with 503 (`duration`)", def.StoreTimeout.String(), false},
+		{"store_timeout", "how long a request waits for PostgreSQL, or for the embedded store's disk, before failing with 503 (`duration`)", def.StoreTimeout.String(), false},
 		{"migrate_on_start", "create or upgrade the PostgreSQL tables at start", "false", true},
 		{"sweep_interval", "how often expired locks are swept (`duration`)", def.SweepInterval.String(), false},
 		{"audit_retention", "how long audit entries are kept (`duration`)", def.AuditRetention.String(), false},

@@ -350,7 +350,7 @@ func servesAgain(t *testing.T, node *serveProcess, c *client.Client, free string
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("/readyz still %d 20s after the database answered again", code)
+			t.Fatalf("/readyz still %d 20s after the store answered again", code)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}

@@ -174,14 +174,15 @@ func (w *Watch) check() {
 	switch {
 	case stalled && !declared:
 		ep.since = oldest
-		ep.err = fmt.Errorf("%s: %w: the disk has not completed a write for %s (the bound is %s)",
-			w.name, store.ErrUnavailable, now.Sub(oldest).Round(time.Millisecond), w.limit)
+		// When the write began stays true while the stall lasts.
+		ep.err = fmt.Errorf("%s: %w: the disk has not completed a write begun at %s, past the bound of %s",
+			w.name, store.ErrUnavailable, oldest.UTC().Format("15:04:05.000 UTC"), w.limit)
 		close(ep.ch)
 		w.log.Error(w.name+": the disk has not completed a write within the bound; failing every request with 503 until it does",
 			slog.Duration("waited", now.Sub(oldest).Round(time.Millisecond)), slog.Duration("bound", w.limit))
 	case !stalled && declared:
-		w.cur.Store(newEpisode())
 		w.log.Warn(w.name+": the disk completed the stalled write; serving again",
 			slog.Duration("stalled_for", now.Sub(ep.since).Round(time.Millisecond)))
+		w.cur.Store(newEpisode())
 	}
 }

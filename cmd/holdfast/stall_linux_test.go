@@ -1,0 +1,118 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/holdfast/holdfast"
+)
+
+// TestServeStalledDisk freezes the filesystem under holdfast serve's
+// embedded store (fsfreeze on a loop-mounted ext4 image: every write and
+// fdatasync to it blocks until it is thawed). Within --store-timeout the
+// callers waiting for the disk, and those that come after, get 503
+// unavailable with Retry-After saying the disk stalled, and /readyz is
+// 503; once the filesystem is thawed the same process serves again, the
+// grant made before still held. It needs root, a loop device and
+// util-linux's fsfreeze, and skips without them.
+func TestServeStalledDisk(t *testing.T) {
+	t.Parallel()
+	mnt := loopMount(t)
+	node := startServe(t, filepath.Join(mnt, "data"), "--store-timeout", "500ms", "--log-level", "warn")
+	c := newClient(t, node.url)
+	if _, err := acquire(c, "policy/1", "before"); err != nil {
+		t.Fatal(err)
+	}
+
+	runTool(t, "fsfreeze", "--freeze", mnt)
+	thawed := false
+	thaw := func() {
+		if !thawed {
+			thawed = true
+			runTool(t, "fsfreeze", "--unfreeze", mnt)
+		}
+	}
+	defer thaw()
+	// Bounded, so that a server that waits for the disk forever fails
+	// the test rather than hangs it.
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var wg sync.WaitGroup
+	errs := make([]error, 50)
+	for i := range errs {
+		wg.Go(func() {
+			_, errs[i] = c.Acquire(ctx, holdfast.AcquireRequest{Keys: []string{fmt.Sprintf("policy/%d", i+2)},
+				Owner: holdfast.Owner{Session: fmt.Sprintf("during-%d", i)}})
+		})
+	}
+	wg.Wait()
+	for i, err := range errs {
+		var un *holdfast.UnavailableError
+		if !errors.As(err, &un) || un.RetryAfter <= 0 || !strings.Contains(err.Error(), "the disk has not completed a write") {
+			t.Errorf("acquire %d with the disk frozen: %v, want 503 unavailable with Retry-After, saying the disk stalled", i, err)
+		}
+	}
+	if code, h := get(node.url + "/readyz"); code != http.StatusServiceUnavailable || h.Get("Retry-After") == "" {
+		t.Errorf("/readyz with the disk frozen: %d, Retry-After %q; want 503 with Retry-After", code, h.Get("Retry-After"))
+	}
+
+	thaw()
+	servesAgain(t, node, c, "policy/free")
+	for deadline := time.Now().Add(10 * time.Second); !strings.Contains(node.output(), "serving again"); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the server's log does not say the stall ended:\n%s", node.output())
+		}
+	}
+}
+
+// loopMount mounts a new ext4 image of its own and returns where, or skips
+// the test when this machine cannot.
+func loopMount(t *testing.T) string {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("mounting a filesystem to freeze needs root")
+	}
+	for _, tool := range []string{"mkfs.ext4", "mount", "umount", "fsfreeze"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Skipf("%s is not installed: %v", tool, err)
+		}
+	}
+	dir := t.TempDir()
+	img, mnt := filepath.Join(dir, "disk.img"), filepath.Join(dir, "mnt")
+	if err := os.Mkdir(mnt, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(img, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Truncate(img, 64<<20); err != nil {
+		t.Fatal(err)
+	}
+	runTool(t, "mkfs.ext4", "-q", "-F", img)
+	if out, err := exec.Command("mount", "-o", "loop", img, mnt).CombinedOutput(); err != nil {
+		t.Skipf("cannot loop-mount a filesystem here: %v: %s", err, out)
+	}
+	t.Cleanup(func() {
+		exec.Command("fsfreeze", "--unfreeze", mnt).Run() // in case the test stopped while frozen
+		if out, err := exec.Command("umount", mnt).CombinedOutput(); err != nil {
+			t.Errorf("umount %s: %v: %s", mnt, err, out)
+		}
+	})
+	return mnt
+}
+
+func runTool(t *testing.T, name string, args ...string) {
+	t.Helper()
+	if out, err := exec.Command(name, args...).CombinedOutput(); err != nil {
+		t.Fatalf("%s %s: %v: %s", name, strings.Join(args, " "), err, out)
+	}
+}

@@ -94,7 +94,8 @@ const listenProbe = 30 * time.Second
 // transaction, until ctx ends; it then returns ctx's error. It uses a
 // connection of its own, outside the pool, and connects again when it
 // loses it, or when the database does not answer a ping on it within
-// Config.Timeout after 30s without a notification: entries committed
+// Config.Timeout (2s if that is negative) after 30s without a
+// notification: entries committed
 // while it was disconnected are not delivered, so a subscriber that must
 // see everything resumes from the audit log. fn runs on Listen's
 // goroutine and should not block long.
@@ -188,7 +189,8 @@ func closeListenConn(ctx context.Context, conn *pgx.Conn) {
 
 // waitForNotification waits for the next notification on conn. Each
 // s.probeEvery without one, it pings the database on conn, and fails if
-// that takes longer than the store gives a transaction. Notifications
+// that takes longer than the store gives a transaction (pingTimeout when
+// it gives no bound). Notifications
 // that arrive meanwhile are kept by pgx for the next wait.
 func (s *Store) waitForNotification(ctx context.Context, conn *pgx.Conn) (*pgconn.Notification, error) {
 	for {
@@ -202,12 +204,20 @@ func (s *Store) waitForNotification(ctx context.Context, conn *pgx.Conn) (*pgcon
 		if !quiet {
 			return nil, fmt.Errorf("pgstore: listen: %w", err)
 		}
-		pingCtx, cancel := s.bound(ctx)
+		// Bounded even when transactions are not (Config.Timeout
+		// negative): else a connection that stopped answering would hold
+		// the listener, hearing nothing, for good.
+		bound := s.timeout
+		if bound <= 0 {
+			bound = pingTimeout
+		}
+		pingCtx, cancel := context.WithTimeout(ctx, bound)
 		err = conn.Ping(pingCtx)
+		expired := errors.Is(pingCtx.Err(), context.DeadlineExceeded) && ctx.Err() == nil
 		cancel()
 		if err != nil {
-			if context.Cause(pingCtx) == s.timedOut && timedOut(err) {
-				return nil, fmt.Errorf("pgstore: listen: heard nothing for %s, and PostgreSQL did not answer a ping within %s on that connection: %w", s.probeEvery, s.timeout, err)
+			if expired && timedOut(err) {
+				return nil, fmt.Errorf("pgstore: listen: heard nothing for %s, and PostgreSQL did not answer a ping within %s on that connection: %w", s.probeEvery, bound, err)
 			}
 			return nil, fmt.Errorf("pgstore: listen: ping: %w", err)
 		}

@@ -120,12 +120,23 @@ func TestNotifyAfterCommit(t *testing.T) {
 // has heard nothing for a while, gets no answer within the store's
 // timeout, and listens again on a new connection: waiting, which only
 // reads, would never learn that nothing answers.
+// Without a bound on transactions (a negative Timeout), the ping is
+// bounded all the same.
 func TestListenerLeavesAHungConnection(t *testing.T) {
+	for _, c := range []struct {
+		timeout time.Duration
+		says    string
+	}{{500 * time.Millisecond, "500ms"}, {-1, "2s"}} {
+		t.Run("Timeout="+c.timeout.String(), func(t *testing.T) { listenerLeavesAHungConnection(t, c.timeout, c.says) })
+	}
+}
+
+func listenerLeavesAHungConnection(t *testing.T, timeout time.Duration, says string) {
 	t.Parallel()
 	proxy, pool, schema := behindProxy(t)
 	warnings := make(chan string, 16)
 	listener, err := pgstore.New(t.Context(), pool, pgstore.Config{Schema: schema,
-		Logger: slog.New(warningsTo(warnings)), Timeout: 500 * time.Millisecond})
+		Logger: slog.New(warningsTo(warnings)), Timeout: timeout})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -168,7 +179,7 @@ func TestListenerLeavesAHungConnection(t *testing.T) {
 	hear("s-after")
 	select {
 	case w := <-warnings:
-		if !strings.Contains(w, "did not answer a ping within 500ms") {
+		if !strings.Contains(w, "did not answer a ping within "+says) {
 			t.Errorf("the listener warned %q, want that the database did not answer its ping", w)
 		}
 	default:

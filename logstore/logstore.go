@@ -51,13 +51,14 @@ type Config struct {
 	// Logger receives open and checkpoint statistics and write failures;
 	// default slog.Default().
 	Logger *slog.Logger
-	// Timeout bounds how long one write or fdatasync of the log may take
-	// before the store counts its disk as stalled: while one is, every
+	// Timeout bounds how long the write of one group of commits to the
+	// log and its fdatasync may take before the store counts its disk as
+	// stalled: while one is, every
 	// call fails with store.ErrUnavailable (those waiting for that write
-	// included) and Ping fails, until it completes. The Manager also
-	// fails operations that wait longer than this for their turn
-	// (store.Bounded). Default 5s; negative: none, and a disk that stops
-	// completing writes holds its callers until their contexts end.
+	// included) and Ping fails, until it completes. A caller so failed
+	// may still have its commit made, once the disk allows. Default 5s;
+	// negative: none, and a disk that stops completing writes holds its
+	// callers until it does.
 	Timeout time.Duration
 }
 
@@ -111,7 +112,7 @@ type Store struct {
 	// syncFile makes it durable; tests make them fail.
 	writeFrame func(f *os.File, off int64, frame []byte) error
 	syncFile   func(f *os.File) error
-	// watch times each syncer's writes and syncs (Config.Timeout).
+	// watch times each syncer's writes with their syncs (Config.Timeout).
 	watch *diskwatch.Watch
 
 	mu sync.Mutex
@@ -215,9 +216,8 @@ type group struct {
 }
 
 var (
-	_ store.Store   = (*Store)(nil)
-	_ store.Merger  = (*Store)(nil)
-	_ store.Bounded = (*Store)(nil)
+	_ store.Store  = (*Store)(nil)
+	_ store.Merger = (*Store)(nil)
 )
 
 // Open opens (or creates) the store in dir and loads every record but the
@@ -375,7 +375,7 @@ func (s *Store) Update(ctx context.Context, fn func(store.Tx) error) error {
 		}
 		wait = s.enqueue(changes, pruned)
 	})
-	if werr := s.waitDurable(ctx, wait); werr != nil {
+	if werr := s.waitDurable(wait); werr != nil {
 		return werr
 	}
 	return err
@@ -391,7 +391,7 @@ func (s *Store) View(ctx context.Context, fn func(store.ReadTx) error) error {
 	err := s.mem.View(func(tx store.ReadTx) error {
 		return fn(auditReader{ReadTx: tx, s: s})
 	}, func() { wait = s.enqueue(nil, 0) })
-	if werr := s.waitDurable(ctx, wait); werr != nil {
+	if werr := s.waitDurable(wait); werr != nil {
 		return werr
 	}
 	return err
@@ -464,14 +464,14 @@ func (s *Store) enqueue(changes []memdb.Change, pruned uint64) *group {
 	return s.strict
 }
 
-// waitDurable waits until g is durable, or its caller has gone, or the
-// disk is found stalled. After either of the latter, what the caller
-// committed stays in memory and is written once the disk allows.
-func (s *Store) waitDurable(ctx context.Context, g *group) error {
+// waitDurable waits until g is durable or the disk is found stalled;
+// after a stall, what the caller committed stays in memory and is written
+// once the disk allows.
+func (s *Store) waitDurable(g *group) error {
 	if g == nil {
 		return nil
 	}
-	if err := s.watch.Wait(ctx, g.durable); err != nil {
+	if err := s.watch.Wait(g.durable); err != nil {
 		return err
 	}
 	return g.err
@@ -525,6 +525,7 @@ func (s *Store) syncTouches(i int) {
 	}
 	s.unsyncedSince = time.Time{}
 	s.mu.Unlock()
+	s.watch.Begin(i)
 	s.syncWritten(i, nil)
 }
 
@@ -551,11 +552,14 @@ func (s *Store) commitFilling(i int, touches bool) bool {
 		}
 	}
 	sealFrame(g.buf, g.seq)
+	// The watch times the group's write and its sync as one: the end of
+	// either is what its callers wait for. It is told the write ended
+	// only after a failure is recorded, so that the store never looks
+	// well between the two.
 	s.watch.Begin(i)
-	err := s.write(g)
-	s.watch.End(i)
-	if err != nil {
+	if err := s.write(g); err != nil {
 		s.fail(err, g, s.active)
+		s.watch.End(i)
 		s.writeMu.Unlock()
 		return false
 	}
@@ -568,6 +572,7 @@ func (s *Store) commitFilling(i int, touches bool) bool {
 		end := s.ackedEnd
 		s.mu.Unlock()
 		cutBack(s.active, end)
+		s.watch.End(i)
 		s.writeMu.Unlock()
 		return false
 	}
@@ -595,6 +600,7 @@ func (s *Store) commitFilling(i int, touches bool) bool {
 	s.mu.Unlock()
 	s.maybeCheckpoint()
 	if !syncNow {
+		s.watch.End(i)
 		s.writeMu.Unlock()
 		return true
 	}
@@ -604,7 +610,8 @@ func (s *Store) commitFilling(i int, touches bool) bool {
 // syncWritten makes what has been written durable through syncer i's
 // file, releasing writeMu (held on entry) while it syncs, and answers g
 // and the groups before it (none when g is nil). A failure fails the
-// store; it reports whether the sync succeeded.
+// store; it reports whether the sync succeeded. The watch's slot i was
+// begun on entry; syncWritten ends it.
 func (s *Store) syncWritten(i int, g *group) bool {
 	active, f := s.active, s.syncFiles[i]
 	s.syncing.Add(1)
@@ -614,13 +621,12 @@ func (s *Store) syncWritten(i int, g *group) bool {
 	// rotation resets ackedEnd, which ackLocked must not move after it.
 	defer s.syncing.Done()
 	start := time.Now()
-	s.watch.Begin(i)
-	err := s.syncFile(f)
-	s.watch.End(i)
-	if err != nil {
+	if err := s.syncFile(f); err != nil {
 		s.fail(err, nil, active)
+		s.watch.End(i)
 		return false
 	}
+	s.watch.End(i)
 	s.syncs.Add(1)
 	s.syncTime.Add(int64(time.Since(start)))
 	if g != nil {
@@ -876,9 +882,9 @@ func finished(err error) *group {
 // the disk is stalled (Config.Timeout).
 func (s *Store) Ping(ctx context.Context) error { return s.usable(ctx) }
 
-// TransactionTimeout is Config.Timeout: the Manager bounds the wait of the
-// operations queued behind a transaction by it too (store.Bounded).
-func (s *Store) TransactionTimeout() time.Duration { return s.watch.Limit() }
+// Timeout is Config.Timeout as the store applies it: its default when
+// zero, and negative for none.
+func (s *Store) Timeout() time.Duration { return s.watch.Limit() }
 
 // MergesCommits reports true: commits made while a group is written share
 // the next group's write and fdatasync (store.Merger).

@@ -15,7 +15,7 @@ func TestStalledDiskFailsClosedUntilItCompletes(t *testing.T) {
 			return Open(dir, Config{Now: now, Logger: quietLog})
 		},
 		func(dir string) (store.Store, error) {
-			return Open(dir, Config{Logger: quietLog, Timeout: 50 * time.Millisecond})
+			return Open(dir, Config{Logger: quietLog, Timeout: time.Second})
 		},
 		func(s store.Store, until <-chan struct{}) {
 			s.(*Store).syncFile = func(f *os.File) error {

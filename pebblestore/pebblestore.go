@@ -47,9 +47,9 @@ type Config struct {
 	// Timeout bounds how long one append or fsync of the log may take
 	// before the store counts its disk as stalled: while one is, every
 	// call fails with store.ErrUnavailable (those waiting for that write
-	// included) and Ping fails, until it completes. The Manager also
-	// fails operations that wait longer than this for their turn
-	// (store.Bounded). Default 5s; negative: none.
+	// included) and Ping fails, until it completes. A caller so failed
+	// may still have its commit made, once the disk allows. Default 5s;
+	// negative: none.
 	Timeout time.Duration
 }
 
@@ -113,9 +113,8 @@ type group struct {
 }
 
 var (
-	_ store.Store   = (*Store)(nil)
-	_ store.Merger  = (*Store)(nil)
-	_ store.Bounded = (*Store)(nil)
+	_ store.Store  = (*Store)(nil)
+	_ store.Merger = (*Store)(nil)
 )
 
 // engineDir is the subdirectory of a store's directory that Pebble owns.
@@ -313,7 +312,7 @@ func (s *Store) Update(ctx context.Context, fn func(store.Tx) error) error {
 		}
 		wait = s.enqueue(changes)
 	})
-	if werr := s.waitDurable(ctx, wait); werr != nil {
+	if werr := s.waitDurable(wait); werr != nil {
 		return werr
 	}
 	return err
@@ -329,7 +328,7 @@ func (s *Store) View(ctx context.Context, fn func(store.ReadTx) error) error {
 	err := s.mem.View(func(tx store.ReadTx) error {
 		return fn(auditReader{ReadTx: tx, s: s})
 	}, func() { wait = s.enqueue(nil) })
-	if werr := s.waitDurable(ctx, wait); werr != nil {
+	if werr := s.waitDurable(wait); werr != nil {
 		return werr
 	}
 	return err
@@ -377,14 +376,14 @@ func (s *Store) enqueue(changes []memdb.Change) *group {
 	return s.strict
 }
 
-// waitDurable waits until g is durable, or its caller has gone, or the
-// disk is found stalled. After either of the latter, what the caller
-// committed stays in memory and is written once the disk allows.
-func (s *Store) waitDurable(ctx context.Context, g *group) error {
+// waitDurable waits until g is durable or the disk is found stalled;
+// after a stall, what the caller committed stays in memory and is written
+// once the disk allows.
+func (s *Store) waitDurable(g *group) error {
 	if g == nil {
 		return nil
 	}
-	if err := s.watch.Wait(ctx, g.durable); err != nil {
+	if err := s.watch.Wait(g.durable); err != nil {
 		return err
 	}
 	return g.err
@@ -424,10 +423,11 @@ func (s *Store) appendFilling() bool {
 	s.mu.Unlock()
 
 	err := g.writeBatch(s.db)
+	// The watch is told an append or sync ended only after a failure is
+	// recorded, so that the store never looks well between the two.
+	s.watch.Begin(0)
 	if err == nil {
-		s.watch.Begin(0)
 		err = s.append(g.batch)
-		s.watch.End(0)
 	}
 	s.mu.Lock()
 	g.records.reset()
@@ -439,8 +439,10 @@ func (s *Store) appendFilling() bool {
 		s.failLocked(err)
 		s.finishLocked(g)
 		s.mu.Unlock()
+		s.watch.End(0)
 		return false
 	}
+	s.watch.End(0)
 	s.syncing <- g
 	return true
 }
@@ -453,7 +455,6 @@ func (s *Store) syncLoop() {
 	for g := range s.syncing {
 		s.watch.Begin(1)
 		err := s.syncWait(g.batch)
-		s.watch.End(1)
 		s.mu.Lock()
 		if err != nil {
 			s.failLocked(err)
@@ -462,6 +463,7 @@ func (s *Store) syncLoop() {
 		g.batch.Close()
 		close(g.durable)
 		s.mu.Unlock()
+		s.watch.End(1)
 	}
 }
 
@@ -563,9 +565,9 @@ func finished(err error) *group {
 // the disk is stalled (Config.Timeout).
 func (s *Store) Ping(ctx context.Context) error { return s.usable(ctx) }
 
-// TransactionTimeout is Config.Timeout: the Manager bounds the wait of the
-// operations queued behind a transaction by it too (store.Bounded).
-func (s *Store) TransactionTimeout() time.Duration { return s.watch.Limit() }
+// Timeout is Config.Timeout as the store applies it: its default when
+// zero, and negative for none.
+func (s *Store) Timeout() time.Duration { return s.watch.Limit() }
 
 // MergesCommits reports true: commits made while a group is written share
 // the next group's write and sync (store.Merger).

@@ -13,7 +13,7 @@ import (
 func TestStalledDiskFailsClosedUntilItCompletes(t *testing.T) {
 	embeddedtest.StalledDiskFailsClosedUntilItCompletes(t, openStore,
 		func(dir string) (store.Store, error) {
-			return Open(dir, Config{Logger: quietLog, Timeout: 50 * time.Millisecond})
+			return Open(dir, Config{Logger: quietLog, Timeout: time.Second})
 		},
 		func(s store.Store, until <-chan struct{}) {
 			s.(*Store).syncWait = func(b *pebble.Batch) error {

@@ -9,7 +9,6 @@
 package diskwatch
 
 import (
-	"context"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -25,14 +24,17 @@ import (
 const DefaultLimit = 5 * time.Second
 
 // Watch times a store's writes and syncs, each in one of a fixed number of
-// slots (one per goroutine that writes). The zero of a slot is idle.
+// slots (one per goroutine that writes).
 type Watch struct {
 	name  string // the store, for errors and logs
 	limit time.Duration
 	log   *slog.Logger
-	now   func() time.Time
+	// base is when the watch began; times are kept as durations since
+	// it, on the monotonic clock, so that a step of the wall clock
+	// neither hides a stall nor makes one up.
+	base time.Time
 
-	started []atomic.Int64 // per slot: when its write began, in Unix nanoseconds; 0: idle
+	started []atomic.Int64 // per slot: when its write began, since base plus 1; 0: idle
 	// cur is the episode callers wait against: its ch is closed once a
 	// stall is declared, after err is set. A new one replaces it when
 	// the stall ends.
@@ -46,7 +48,7 @@ type Watch struct {
 type episode struct {
 	ch    chan struct{}
 	err   error
-	since time.Time // when the stalled write began
+	since time.Duration // when the stalled write began, since base
 }
 
 func newEpisode() *episode { return &episode{ch: make(chan struct{})} }
@@ -55,7 +57,7 @@ func newEpisode() *episode { return &episode{ch: make(chan struct{})} }
 // has been under way for limit; limit zero or less watches nothing. Close
 // stops it.
 func New(name string, limit time.Duration, slots int, log *slog.Logger) *Watch {
-	w := &Watch{name: name, limit: limit, log: log, now: time.Now, started: make([]atomic.Int64, slots),
+	w := &Watch{name: name, limit: limit, log: log, base: time.Now(), started: make([]atomic.Int64, slots),
 		stop: make(chan struct{}), done: make(chan struct{})}
 	w.cur.Store(newEpisode())
 	if limit <= 0 {
@@ -85,14 +87,20 @@ func (w *Watch) Close() {
 // Limit is the bound the watch was made with.
 func (w *Watch) Limit() time.Duration { return w.limit }
 
-// Begin notes that slot's goroutine starts a write or sync now.
-func (w *Watch) Begin(slot int) { w.started[slot].Store(w.now().UnixNano()) }
+func (w *Watch) elapsed() time.Duration { return time.Since(w.base) }
 
-// End notes that slot's write or sync has returned, and ends the stall if
-// no other write is stalled still.
+// Begin notes that slot's goroutine starts a write or sync now.
+func (w *Watch) Begin(slot int) { w.started[slot].Store(int64(w.elapsed()) + 1) }
+
+// End notes that slot's write or sync has returned (after the store has
+// recorded its failure, if it failed), and ends the stall if that write
+// was the last one stalled.
 func (w *Watch) End(slot int) {
-	w.started[slot].Store(0)
-	if w.Err() != nil {
+	began := w.started[slot].Swap(0)
+	// A write that took the limit or longer may have been found stalled
+	// by a check that read its slot before it was cleared, whatever Err
+	// says now: check again, after that one.
+	if w.limit > 0 && began != 0 && w.elapsed()-time.Duration(began-1) >= w.limit {
 		w.check()
 	}
 }
@@ -109,9 +117,12 @@ func (w *Watch) Err() error {
 	}
 }
 
-// Wait waits until durable is closed (nil), ctx is done (its error) or a
-// stall is declared (the stall's error). A durable already closed wins.
-func (w *Watch) Wait(ctx context.Context, durable <-chan struct{}) error {
+// Wait waits until durable is closed (nil) or a stall is declared (the
+// stall's error); a durable already closed wins. It does not end with its
+// caller's context: the commit it waits for is made, and a caller that
+// went away must not have it count as failed (its events would not be
+// published); the limit bounds the wait instead.
+func (w *Watch) Wait(durable <-chan struct{}) error {
 	select {
 	case <-durable:
 		return nil
@@ -128,8 +139,6 @@ func (w *Watch) Wait(ctx context.Context, durable <-chan struct{}) error {
 		default:
 			return ep.err
 		}
-	case <-ctx.Done():
-		return ctx.Err()
 	}
 }
 
@@ -147,18 +156,16 @@ func (w *Watch) loop(every time.Duration) {
 	}
 }
 
-// oldest is when the oldest write under way began; zero when none is.
-func (w *Watch) oldest() time.Time {
+// oldest is when the oldest write under way began, since base; ok is
+// false when none is.
+func (w *Watch) oldest() (began time.Duration, ok bool) {
 	var first int64
 	for i := range w.started {
 		if at := w.started[i].Load(); at != 0 && (first == 0 || at < first) {
 			first = at
 		}
 	}
-	if first == 0 {
-		return time.Time{}
-	}
-	return time.Unix(0, first)
+	return time.Duration(first - 1), first != 0
 }
 
 // check declares a stall when a write has been under way for the limit or
@@ -166,23 +173,24 @@ func (w *Watch) oldest() time.Time {
 func (w *Watch) check() {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	now := w.now()
-	oldest := w.oldest()
-	stalled := w.limit > 0 && !oldest.IsZero() && now.Sub(oldest) >= w.limit
+	now := w.elapsed()
+	began, busy := w.oldest()
+	stalled := w.limit > 0 && busy && now-began >= w.limit
 	ep := w.cur.Load()
 	declared := ep.err != nil
 	switch {
 	case stalled && !declared:
-		ep.since = oldest
+		ep.since = began
 		// When the write began stays true while the stall lasts.
+		at := w.base.Add(began).UTC().Format("15:04:05.000 UTC")
 		ep.err = fmt.Errorf("%s: %w: the disk has not completed a write begun at %s, past the bound of %s",
-			w.name, store.ErrUnavailable, oldest.UTC().Format("15:04:05.000 UTC"), w.limit)
+			w.name, store.ErrUnavailable, at, w.limit)
 		close(ep.ch)
 		w.log.Error(w.name+": the disk has not completed a write within the bound; failing every request with 503 until it does",
-			slog.Duration("waited", now.Sub(oldest).Round(time.Millisecond)), slog.Duration("bound", w.limit))
+			slog.String("write_began", at), slog.Duration("bound", w.limit))
 	case !stalled && declared:
 		w.log.Warn(w.name+": the disk completed the stalled write; serving again",
-			slog.Duration("stalled_for", now.Sub(ep.since).Round(time.Millisecond)))
+			slog.Duration("stalled_for", (now-ep.since).Round(time.Millisecond)))
 		w.cur.Store(newEpisode())
 	}
 }

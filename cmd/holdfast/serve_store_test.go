@@ -17,7 +17,6 @@ import (
 	"github.com/holdfast/holdfast"
 	"github.com/holdfast/holdfast/internal/config"
 	"github.com/holdfast/holdfast/pebblestore"
-	"github.com/holdfast/holdfast/store"
 )
 
 // TestServeNewDirectoryUsesLogstore checks what a new store directory
@@ -158,8 +157,8 @@ func TestStoreTimeoutBoundsTheEmbeddedStores(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
-		b, ok := st.(store.Bounded)
-		if !ok || b.TransactionTimeout() != 1234*time.Millisecond {
+		b, ok := st.(interface{ Timeout() time.Duration })
+		if !ok || b.Timeout() != 1234*time.Millisecond {
 			t.Errorf("%s (%T) is not bounded by store_timeout 1.234s", name, st)
 		}
 		if err := closeStore(); err != nil {

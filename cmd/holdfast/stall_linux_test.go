@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -27,12 +28,24 @@ import (
 func TestServeStalledDisk(t *testing.T) {
 	t.Parallel()
 	mnt := loopMount(t)
-	node := startServe(t, filepath.Join(mnt, "data"), "--store-timeout", "500ms", "--log-level", "warn")
+	node := startServe(t, filepath.Join(mnt, "data"), "--store-timeout", "2s", "--log-level", "warn")
 	c := newClient(t, node.url)
 	if _, err := acquire(c, "policy/1", "before"); err != nil {
 		t.Fatal(err)
 	}
 
+	// Should this process be killed while the filesystem is frozen, a
+	// process of its own thaws it a minute later: else the filesystem,
+	// and the server blocked in it, would stay so.
+	watchdog := exec.Command("sh", "-c", "sleep 60; fsfreeze --unfreeze "+mnt)
+	watchdog.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if err := watchdog.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		watchdog.Process.Kill()
+		watchdog.Wait()
+	}()
 	runTool(t, "fsfreeze", "--freeze", mnt)
 	thawed := false
 	thaw := func() {

@@ -15,7 +15,8 @@ import (
 // completing fsyncs fails the store closed within its bound, the caller
 // waiting for the stalled write included, and that the store serves again
 // once the write completes, having kept what was committed meanwhile.
-// openBounded opens dir with a bound of a few dozen milliseconds; hang
+// openBounded opens dir with a bound of about a second (short enough for
+// a test, long enough for an fsync of a loaded machine); hang
 // makes every later fsync of s wait until its channel is closed.
 func StalledDiskFailsClosedUntilItCompletes(t *testing.T, open Open, openBounded func(dir string) (store.Store, error),
 	hang func(s store.Store, until <-chan struct{})) {

@@ -19,8 +19,10 @@ import (
 // then be called on another caller's goroutine, while Batch waits. This
 // is what serves POST /v1/batch.
 //
-// If Batch returns an error, the store did not commit: every answer the
-// operations gave inside fn is void, successes included. fn may be
+// If Batch returns an error, every answer the operations gave inside fn is
+// void, successes included: the store did not commit, or, if the error is
+// ErrUnavailable, may have (as for any operation; see store.Store's
+// Update). fn may be
 // called more than once: where the store reads ahead, first to learn what
 // the operations touch (their answers then are void); again if the store
 // retries the transaction; if an operation fails for a reason other

@@ -77,6 +77,9 @@ func (m *Manager) Ping(ctx context.Context) error {
 // sent, and a subscription made just after it returned may still receive
 // it. The channel is closed when cancel is called or when the subscriber
 // falls too far behind; resume from the last seen entry's ID with Audit.
+// The entries of a transaction whose callers were answered ErrUnavailable
+// are not delivered even if it committed (its outcome was unknown); Audit
+// lists them.
 func (m *Manager) Subscribe(prefix string) (entries <-chan AuditEntry, cancel func()) {
 	return m.events.subscribe(prefix)
 }

@@ -24,7 +24,11 @@ type Store interface {
 	// returns an error, nothing it wrote is kept and Update returns that
 	// error. fn may be called more than once (a store may retry it after a
 	// conflict), so it must not have side effects outside the transaction.
-	// Update returns only after the transaction is durable.
+	// Update returns nil only after the transaction is durable. An error
+	// wrapping ErrUnavailable after fn returned nil leaves the outcome
+	// unknown: the commit may have been made, or may still be made (a
+	// connection lost during COMMIT, a disk that completes a stalled
+	// write).
 	Update(ctx context.Context, fn func(Tx) error) error
 
 	// View runs fn in a read-only transaction that sees a consistent state

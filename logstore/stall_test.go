@@ -9,18 +9,26 @@ import (
 	"github.com/holdfast/holdfast/store"
 )
 
+func openQuiet(dir string, now func() time.Time) (store.Store, error) {
+	return Open(dir, Config{Now: now, Logger: quietLog})
+}
+
 func TestStalledDiskFailsClosedUntilItCompletes(t *testing.T) {
-	embeddedtest.StalledDiskFailsClosedUntilItCompletes(t,
-		func(dir string, now func() time.Time) (store.Store, error) {
-			return Open(dir, Config{Now: now, Logger: quietLog})
-		},
+	embeddedtest.StalledDiskFailsClosedUntilItCompletes(t, openQuiet,
 		func(dir string) (store.Store, error) {
 			return Open(dir, Config{Logger: quietLog, Timeout: time.Second})
 		},
-		func(s store.Store, until <-chan struct{}) {
-			s.(*Store).syncFile = func(f *os.File) error {
-				<-until
-				return fdatasync(f)
-			}
-		})
+		beforeSync)
+}
+
+func TestCallerWhoLeavesIsAnsweredWithTheCommit(t *testing.T) {
+	embeddedtest.CallerWhoLeavesIsAnsweredWithTheCommit(t, openQuiet, beforeSync)
+}
+
+// beforeSync makes every later fdatasync of s call hook first.
+func beforeSync(s store.Store, hook func()) {
+	s.(*Store).syncFile = func(f *os.File) error {
+		hook()
+		return fdatasync(f)
+	}
 }

@@ -49,7 +49,8 @@ type Config struct {
 	// call fails with store.ErrUnavailable (those waiting for that write
 	// included) and Ping fails, until it completes. A caller so failed
 	// may still have its commit made, once the disk allows. Default 5s;
-	// negative: none.
+	// negative: none, and a disk that stops completing writes holds its
+	// callers until it does.
 	Timeout time.Duration
 }
 

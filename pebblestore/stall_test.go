@@ -15,10 +15,17 @@ func TestStalledDiskFailsClosedUntilItCompletes(t *testing.T) {
 		func(dir string) (store.Store, error) {
 			return Open(dir, Config{Logger: quietLog, Timeout: time.Second})
 		},
-		func(s store.Store, until <-chan struct{}) {
-			s.(*Store).syncWait = func(b *pebble.Batch) error {
-				<-until
-				return b.SyncWait()
-			}
-		})
+		beforeSync)
+}
+
+func TestCallerWhoLeavesIsAnsweredWithTheCommit(t *testing.T) {
+	embeddedtest.CallerWhoLeavesIsAnsweredWithTheCommit(t, openStore, beforeSync)
+}
+
+// beforeSync makes every later wait for Pebble's sync call hook first.
+func beforeSync(s store.Store, hook func()) {
+	s.(*Store).syncWait = func(b *pebble.Batch) error {
+		hook()
+		return b.SyncWait()
+	}
 }

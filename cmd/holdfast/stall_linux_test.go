@@ -37,13 +37,13 @@ func TestServeStalledDisk(t *testing.T) {
 	// Should this process be killed while the filesystem is frozen, a
 	// process of its own thaws it a minute later: else the filesystem,
 	// and the server blocked in it, would stay so.
-	watchdog := exec.Command("sh", "-c", "sleep 60; fsfreeze --unfreeze "+mnt)
+	watchdog := exec.Command("sh", "-c", `sleep 60; fsfreeze --unfreeze "$1"`, "sh", mnt)
 	watchdog.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	if err := watchdog.Start(); err != nil {
 		t.Fatal(err)
 	}
 	defer func() {
-		watchdog.Process.Kill()
+		syscall.Kill(-watchdog.Process.Pid, syscall.SIGKILL) // its sleep too
 		watchdog.Wait()
 	}()
 	runTool(t, "fsfreeze", "--freeze", mnt)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -16,10 +17,10 @@ import (
 // waiting for the stalled write included, and that the store serves again
 // once the write completes, having kept what was committed meanwhile.
 // openBounded opens dir with a bound of about a second (short enough for
-// a test, long enough for an fsync of a loaded machine); hang
-// makes every later fsync of s wait until its channel is closed.
+// a test, long enough for an fsync of a loaded machine); beforeSync makes
+// every later fsync of s call hook first.
 func StalledDiskFailsClosedUntilItCompletes(t *testing.T, open Open, openBounded func(dir string) (store.Store, error),
-	hang func(s store.Store, until <-chan struct{})) {
+	beforeSync func(s store.Store, hook func())) {
 	t.Parallel()
 	dir := t.TempDir()
 	s, err := openBounded(dir)
@@ -40,7 +41,7 @@ func StalledDiskFailsClosedUntilItCompletes(t *testing.T, open Open, openBounded
 	}
 
 	unhang := make(chan struct{})
-	hang(s, unhang)
+	beforeSync(s, func() { <-unhang })
 	stalled := make(chan error, 1)
 	go func() { stalled <- acquire("during") }()
 	select {
@@ -91,5 +92,57 @@ func StalledDiskFailsClosedUntilItCompletes(t *testing.T, open Open, openBounded
 		return nil
 	}); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// CallerWhoLeavesIsAnsweredWithTheCommit checks that a caller whose
+// context ends while its commit waits for the disk is not answered before
+// the commit's fate is known: it is then answered as if it had stayed,
+// and the commit's audit entry reaches subscribers. Were it answered
+// early, with an error, the Manager would count the commit as failed and
+// never publish its entry. beforeSync is as for
+// StalledDiskFailsClosedUntilItCompletes.
+func CallerWhoLeavesIsAnsweredWithTheCommit(t *testing.T, open Open, beforeSync func(s store.Store, hook func())) {
+	t.Parallel()
+	s := open.MustOpen(t, t.TempDir(), nil)
+	defer s.Close()
+	m, err := holdfast.New(s, holdfast.Config{SweepInterval: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	entries, unsubscribe := m.Subscribe("")
+	defer unsubscribe()
+
+	syncing, release := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	beforeSync(s, func() {
+		once.Do(func() { close(syncing) })
+		<-release
+	})
+	ctx, leave := context.WithCancel(context.Background())
+	answered := make(chan error, 1)
+	go func() {
+		_, err := m.Acquire(ctx, holdfast.AcquireRequest{Keys: []string{"k"}, Owner: holdfast.Owner{Session: "s", User: "u"}})
+		answered <- err
+	}()
+	<-syncing // the acquire's commit is in memory, waiting for its fsync
+	leave()
+	close(release)
+	select {
+	case err := <-answered:
+		if err != nil {
+			t.Fatalf("acquire whose caller left during its fsync = %v, want its commit's answer, nil", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the acquire was not answered 30s after its fsync completed")
+	}
+	select {
+	case e := <-entries:
+		if e.Event != "acquired" || e.Lock.Key != "k" {
+			t.Fatalf("subscriber got %+v, want the acquire of k", e)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the acquire's audit entry did not reach the subscriber in 30s")
 	}
 }

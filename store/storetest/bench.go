@@ -34,7 +34,9 @@ func Bench(b *testing.B, h Harness) {
 		})
 	})
 	b.Run("AcquireRelease", func(b *testing.B) {
-		m := benchManager(b, h)
+		s := h.Open(b, time.Now)
+		m := newManager(b, s)
+		defer reportSyncs(b, h, s)()
 		parallel(b, func(id int64) (func() error, error) { return acquireRelease(b, m, id), nil })
 	})
 	// One caller alone: what an operation costs when there is nobody to
@@ -144,6 +146,25 @@ func parallel(b *testing.B, setup func(id int64) (step func() error, err error))
 func benchManager(b *testing.B, h Harness) *holdfast.Manager {
 	b.Helper()
 	return newManager(b, h.Open(b, time.Now))
+}
+
+// reportSyncs reads s's fsyncs now and, when the returned func is called
+// at the end of the benchmark, reports how many acquire+release cycles
+// shared one (syncs are where a durable store's callers wait) and the
+// share of the run spent in them; nothing when the harness cannot tell.
+func reportSyncs(b *testing.B, h Harness, s store.Store) func() {
+	if h.Syncs == nil {
+		return func() {}
+	}
+	n0, took0 := h.Syncs(s)
+	return func() {
+		n, took := h.Syncs(s)
+		if n == n0 {
+			return
+		}
+		b.ReportMetric(float64(b.N)/float64(n-n0), "cycles/sync")
+		b.ReportMetric(float64(took-took0)/float64(b.Elapsed()), "sync-busy")
+	}
 }
 
 // rawAcquire writes what an acquire writes, without the Manager.

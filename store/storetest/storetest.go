@@ -35,6 +35,10 @@ type Harness struct {
 	// Close; the durability cases are skipped then. The cleanup that Open
 	// registered for s must tolerate s having been closed already.
 	Reopen func(t testing.TB, s store.Store, now func() time.Time) store.Store
+	// Syncs, if set, reports how many fsyncs s has made and how long they
+	// took in all, so that Bench can say how many operations shared one
+	// and how much of the run the store spent in them.
+	Syncs func(s store.Store) (n uint64, took time.Duration)
 }
 
 // testCase is one semantic, checked on a fresh store and Manager.

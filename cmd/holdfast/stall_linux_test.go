@@ -23,8 +23,9 @@ import (
 // callers waiting for the disk, and those that come after, get 503
 // unavailable with Retry-After saying the disk stalled, and /readyz is
 // 503; once the filesystem is thawed the same process serves again, the
-// grant made before still held. It needs root, a loop device and
-// util-linux's fsfreeze, and skips without them.
+// grant made before still held. It needs root, a loop device, mkfs.ext4
+// and fsfreeze: without them it skips, or fails under CI=true (.ci/run
+// installs the tools, and runs as root).
 func TestServeStalledDisk(t *testing.T) {
 	t.Parallel()
 	mnt := loopMount(t)
@@ -87,16 +88,23 @@ func TestServeStalledDisk(t *testing.T) {
 	}
 }
 
-// loopMount mounts a new ext4 image of its own and returns where, or skips
-// the test when this machine cannot.
+// loopMount mounts a new ext4 image of its own and returns where. When
+// this machine cannot, it skips the test, or fails it under CI=true.
 func loopMount(t *testing.T) string {
 	t.Helper()
+	cannot := func(format string, args ...any) {
+		t.Helper()
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("the frozen-disk test must run in CI: "+format, args...)
+		}
+		t.Skipf(format, args...)
+	}
 	if os.Geteuid() != 0 {
-		t.Skip("mounting a filesystem to freeze needs root")
+		cannot("mounting a filesystem to freeze needs root")
 	}
 	for _, tool := range []string{"mkfs.ext4", "mount", "umount", "fsfreeze"} {
 		if _, err := exec.LookPath(tool); err != nil {
-			t.Skipf("%s is not installed: %v", tool, err)
+			cannot("%s is not installed: %v", tool, err)
 		}
 	}
 	dir := t.TempDir()
@@ -112,7 +120,7 @@ func loopMount(t *testing.T) string {
 	}
 	runTool(t, "mkfs.ext4", "-q", "-F", img)
 	if out, err := exec.Command("mount", "-o", "loop", img, mnt).CombinedOutput(); err != nil {
-		t.Skipf("cannot loop-mount a filesystem here: %v: %s", err, out)
+		cannot("cannot loop-mount a filesystem here: %v: %s", err, out)
 	}
 	t.Cleanup(func() {
 		exec.Command("fsfreeze", "--unfreeze", mnt).Run() // in case the test stopped while frozen

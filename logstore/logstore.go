@@ -26,7 +26,6 @@
 package logstore
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -53,12 +52,11 @@ type Config struct {
 	Logger *slog.Logger
 	// Timeout bounds how long the write of one group of commits to the
 	// log and its fdatasync may take before the store counts its disk as
-	// stalled: while one is, every
-	// call fails with store.ErrUnavailable (those waiting for that write
-	// included) and Ping fails, until it completes. A caller so failed
-	// may still have its commit made, once the disk allows. Default 5s;
-	// negative: none, and a disk that stops completing writes holds its
-	// callers until it does.
+	// stalled: while one is, every call fails with store.ErrUnavailable
+	// (those waiting for that write included) and Ping fails, until it
+	// completes. A caller so failed may still have its commit made, once
+	// the disk allows. Default 5s; negative: none, and a disk that stops
+	// completing writes holds its callers until it does.
 	Timeout time.Duration
 }
 
@@ -281,7 +279,7 @@ func open(dir string, cfg Config, tune tuning) (*Store, error) {
 	locks, sessions, _ := s.mem.Size()
 	s.log.Info("logstore: opened", slog.String("dir", dir), slog.Int("locks", locks),
 		slog.Int("sessions", sessions), slog.Uint64("last_audit_id", s.lastAudit), slog.Duration("took", time.Since(start)))
-	s.watch = diskwatch.New("logstore", cmp.Or(cfg.Timeout, diskwatch.DefaultLimit), tune.syncers, s.log)
+	s.watch = diskwatch.New("logstore", cfg.Timeout, tune.syncers, s.log)
 	for i := range tune.syncers {
 		s.stopping.Go(func() { s.syncLoop(i) })
 	}

@@ -18,7 +18,6 @@
 package pebblestore
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -173,7 +172,7 @@ func Open(dir string, cfg Config) (*Store, error) {
 	s.log.Info("pebblestore: opened", slog.String("dir", dir), slog.Int("locks", locks),
 		slog.Int("sessions", sessions), slog.Uint64("last_audit_id", lastAudit), slog.Duration("took", time.Since(start)))
 	s.filling = s.newGroup()
-	s.watch = diskwatch.New("pebblestore", cmp.Or(cfg.Timeout, diskwatch.DefaultLimit), 2, s.log)
+	s.watch = diskwatch.New("pebblestore", cfg.Timeout, 2, s.log)
 	go s.commitLoop()
 	go s.syncLoop()
 	return s, nil

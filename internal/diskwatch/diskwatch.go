@@ -18,10 +18,10 @@ import (
 	"github.com/holdfast/holdfast/store"
 )
 
-// DefaultLimit is the embedded stores' bound by default, the same as
+// defaultLimit is the embedded stores' bound by default, the same as
 // PostgreSQL's (pgstore.DefaultTimeout): far above what a write and its
 // fdatasync take on a disk that works, below a person's patience.
-const DefaultLimit = 5 * time.Second
+const defaultLimit = 5 * time.Second
 
 // Watch times a store's writes and syncs, each in one of a fixed number of
 // slots (one per goroutine that writes).
@@ -54,9 +54,12 @@ type episode struct {
 func newEpisode() *episode { return &episode{ch: make(chan struct{})} }
 
 // New starts a Watch of slots slots that declares a stall once a write
-// has been under way for limit; limit zero or less watches nothing. Close
-// stops it.
+// has been under way for limit: defaultLimit when zero, none when
+// negative (the stores' Config.Timeout). Close stops it.
 func New(name string, limit time.Duration, slots int, log *slog.Logger) *Watch {
+	if limit == 0 {
+		limit = defaultLimit
+	}
 	w := &Watch{name: name, limit: limit, log: log, base: time.Now(), started: make([]atomic.Int64, slots),
 		stop: make(chan struct{}), done: make(chan struct{})}
 	w.cur.Store(newEpisode())
@@ -74,17 +77,13 @@ func checkEvery(limit time.Duration) time.Duration {
 	return min(max(limit/4, time.Millisecond), time.Second)
 }
 
-// Close stops the watch; it does not end a stall.
+// Close stops the watch, once; it does not end a stall.
 func (w *Watch) Close() {
-	select {
-	case <-w.stop:
-	default:
-		close(w.stop)
-	}
+	close(w.stop)
 	<-w.done
 }
 
-// Limit is the bound the watch was made with.
+// Limit is the bound the watch applies, negative for none.
 func (w *Watch) Limit() time.Duration { return w.limit }
 
 func (w *Watch) elapsed() time.Duration { return time.Since(w.base) }

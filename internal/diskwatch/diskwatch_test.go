@@ -85,3 +85,11 @@ func TestNoLimitWatchesNothing(t *testing.T) {
 	}
 	w.End(0)
 }
+
+func TestZeroLimitIsTheDefault(t *testing.T) {
+	w := New("teststore", 0, 1, quiet)
+	defer w.Close()
+	if w.Limit() != defaultLimit {
+		t.Fatalf("Limit of a watch made with 0 = %v, want the default %v", w.Limit(), defaultLimit)
+	}
+}

@@ -38,6 +38,18 @@ func (e *events) subscribe(prefix string) (<-chan AuditEntry, func()) {
 	}
 }
 
+// dropAll drops every subscriber, which then resumes from the audit log:
+// a transaction's outcome is unknown, and it may have committed entries
+// that publish will never be given (see Manager.Subscribe).
+func (e *events) dropAll() {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for s := range e.subs {
+		delete(e.subs, s)
+		close(s.ch)
+	}
+}
+
 // publish delivers entries in order; a subscriber whose buffer is full is
 // dropped rather than slowing lock operations down.
 func (e *events) publish(entries []AuditEntry) {

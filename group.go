@@ -401,7 +401,10 @@ type leader struct {
 	failed *pending   // the one that failed other than by refusing
 	ran    bool       // the grouper was told the operations ran
 	down   error      // the failure of a transaction the store could not answer
-	body   func(store.Tx) error
+	// submitted says the last run of the body returned nil: the store
+	// was asked to commit what the operations wrote.
+	submitted bool
+	body      func(store.Tx) error
 	// ticket is the transaction's place in the order of publication,
 	// taken by its last run (held says it is not yet handed back).
 	ticket uint64
@@ -420,7 +423,7 @@ func (l *leader) opsRan() {
 // several fails other than by refusing, and not because the store is
 // down: then nothing is kept or answered, and commit returns that one.
 func (l *leader) commit(ctx context.Context, ops []*pending) (failed *pending) {
-	l.ops, l.failed = ops, nil
+	l.ops, l.failed, l.submitted = ops, nil, false
 	defer l.giveBack(nil) // a ticket still held publishes nothing
 	var start time.Time
 	if l.m.commits != nil {
@@ -446,8 +449,18 @@ func (l *leader) commit(ctx context.Context, ops []*pending) (failed *pending) {
 				l.m.commits.ObserveCommit(n, time.Since(start))
 			}
 		}
-	} else if storeDown(err) {
-		l.down = ops[0].err // err as settle gave it to them
+	} else {
+		if storeDown(err) {
+			l.down = ops[0].err // err as settle gave it to them
+		}
+		if l.submitted {
+			// The store may have committed what the operations wrote
+			// and failed only to say so (a commit whose answer was
+			// lost, a disk that stalled before making it durable): its
+			// entries are not published, so subscribers resume from the
+			// audit log, which has them if it did.
+			l.m.events.dropAll()
+		}
 	}
 	for _, p := range ops {
 		if p != l.self {
@@ -460,7 +473,7 @@ func (l *leader) commit(ctx context.Context, ops []*pending) (failed *pending) {
 // transact is the body of the transaction, bound to l.body once.
 func (l *leader) transact(tx store.Tx) error {
 	defer l.opsRan()
-	l.failed = nil // the store may call it again: the last call counts
+	l.failed, l.submitted = nil, false // the store may call it again: the last call counts
 	l.giveBack(nil)
 	if l.m.order.ordered {
 		l.ticket, l.held = l.m.order.take(), true
@@ -490,6 +503,7 @@ func (l *leader) transact(tx store.Tx) error {
 			return p.err
 		}
 	}
+	l.submitted = true
 	return nil
 }
 

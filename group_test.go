@@ -1573,3 +1573,75 @@ func TestCommitObserverCountsABatchInAGroup(t *testing.T) {
 		t.Errorf("commits of %v operations, want %v", got, want)
 	}
 }
+
+// unsureStore fails transactions as a store that could not be reached
+// does, per its mode: before running them, or after committing them (a
+// commit whose answer was lost).
+type unsureStore struct {
+	store.Store
+	mode atomic.Int32 // one of answer, failBefore, failAfter
+}
+
+const (
+	answer = iota
+	failBefore
+	failAfter
+)
+
+func (s *unsureStore) Update(ctx context.Context, fn func(store.Tx) error) error {
+	switch s.mode.Load() {
+	case failBefore:
+		return fmt.Errorf("not reached: %w", store.ErrUnavailable)
+	case failAfter:
+		if err := s.Store.Update(ctx, fn); err != nil {
+			return err
+		}
+		return fmt.Errorf("committed, but the answer was lost: %w", store.ErrUnavailable)
+	}
+	return s.Store.Update(ctx, fn)
+}
+
+// A transaction the store may have committed although it failed drops
+// every subscriber, which then finds its entries in the audit log; one
+// the store failed before running it does not.
+func TestSubscribersResumeAfterACommitOfUnknownOutcome(t *testing.T) {
+	t.Parallel()
+	s := &unsureStore{Store: memstore.New(memstore.Config{})}
+	m := newObservedManager(t, s, nil)
+	ctx := t.Context()
+	entries, cancel := m.Subscribe("")
+	defer cancel()
+
+	s.mode.Store(failBefore)
+	if _, err := m.Acquire(ctx, acquireReq("order/1", "s-1")); !errors.Is(err, holdfast.ErrUnavailable) {
+		t.Fatalf("acquire the store did not reach = %v, want unavailable", err)
+	}
+	s.mode.Store(answer)
+	if _, err := m.Acquire(ctx, acquireReq("order/2", "s-2")); err != nil {
+		t.Fatal(err)
+	}
+	if e, ok := <-entries; !ok || e.Lock.Key != "order/2" {
+		t.Fatalf("subscriber got %+v (open %v), want the acquire of order/2: a transaction never run dropped it", e, ok)
+	}
+
+	s.mode.Store(failAfter)
+	if _, err := m.Acquire(ctx, acquireReq("order/3", "s-3")); !errors.Is(err, holdfast.ErrUnavailable) {
+		t.Fatalf("acquire whose answer was lost = %v, want unavailable", err)
+	}
+	select {
+	case e, ok := <-entries:
+		if ok {
+			t.Fatalf("subscriber got %+v, want its channel closed", e)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("a commit of unknown outcome left the subscriber waiting for an entry it will never get")
+	}
+	s.mode.Store(answer)
+	page, err := m.Audit(ctx, holdfast.AuditQuery{Key: "order/3"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(page.Entries) != 1 || page.Entries[0].Event != holdfast.EventAcquired {
+		t.Fatalf("audit of order/3 = %+v, want its acquire, where the dropped subscriber resumes", page.Entries)
+	}
+}

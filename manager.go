@@ -77,9 +77,10 @@ func (m *Manager) Ping(ctx context.Context) error {
 // sent, and a subscription made just after it returned may still receive
 // it. The channel is closed when cancel is called or when the subscriber
 // falls too far behind; resume from the last seen entry's ID with Audit.
-// The entries of a transaction whose callers were answered ErrUnavailable
-// are not delivered even if it committed (its outcome was unknown); Audit
-// lists them.
+// It is closed too when a transaction fails after its operations ran (a
+// commit whose answer was lost, a disk that stalled before making it
+// durable): the store may have committed it, or may still, and its entries
+// are never delivered, so a subscriber learns of them from Audit.
 func (m *Manager) Subscribe(prefix string) (entries <-chan AuditEntry, cancel func()) {
 	return m.events.subscribe(prefix)
 }

@@ -23,7 +23,9 @@ import (
 // callers waiting for the disk, and those that come after, get 503
 // unavailable with Retry-After saying the disk stalled, and /readyz is
 // 503; once the filesystem is thawed the same process serves again, the
-// grant made before still held. It needs root, a loop device, mkfs.ext4
+// grant made before still held, and an event stream open during the
+// stall ends, and once resumed delivers the grants answered 503 that
+// committed. It needs root, a loop device, mkfs.ext4
 // and fsfreeze: without them it skips, or fails under CI=true (.ci/run
 // installs the tools, and runs as root).
 func TestServeStalledDisk(t *testing.T) {
@@ -31,8 +33,18 @@ func TestServeStalledDisk(t *testing.T) {
 	mnt := loopMount(t)
 	node := startServe(t, filepath.Join(mnt, "data"), "--store-timeout", "2s", "--log-level", "warn")
 	c := newClient(t, node.url)
+	streamCtx, endStream := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer endStream()
+	events, err := c.Events(streamCtx, "policy/", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer events.Close()
 	if _, err := acquire(c, "policy/1", "before"); err != nil {
 		t.Fatal(err)
+	}
+	if !events.Next() || events.Entry().Lock.Key != "policy/1" {
+		t.Fatalf("event stream: %+v, %v; want the grant of policy/1", events.Entry(), events.Err())
 	}
 
 	// Should this process be killed while the filesystem is frozen, a
@@ -79,8 +91,53 @@ func TestServeStalledDisk(t *testing.T) {
 		t.Errorf("/readyz with the disk frozen: %d, Retry-After %q; want 503 with Retry-After", code, h.Get("Retry-After"))
 	}
 
+	// The stream cannot tell whether those 503s committed: it ends, and
+	// its client resumes once the store serves again.
+	ended := make(chan bool, 1)
+	go func() { ended <- !events.Next() }()
+	select {
+	case ok := <-ended:
+		if !ok {
+			t.Fatalf("event stream during the stall: %+v, want it ended", events.Entry())
+		}
+	case <-ctx.Done():
+		t.Fatal("the event stream was still open after the acquires answered 503, waiting for entries it will never get")
+	}
+
 	thaw()
 	servesAgain(t, node, c, "policy/free")
+	// Those that committed once the disk allowed are held, and the
+	// resumed stream delivers their grants, before policy/free's.
+	page, err := c.Locks(ctx, holdfast.LockQuery{Prefix: "policy/"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	held := map[string]bool{}
+	for _, l := range page.Locks {
+		if l.Owner.Session != "before" && l.Key != "policy/free" {
+			held[l.Key] = true
+		}
+	}
+	if len(held) == 0 {
+		t.Fatalf("no acquire answered 503 committed once the disk was thawed (%+v): the test shows nothing", page.Locks)
+	}
+	resumed, err := c.Events(streamCtx, "policy/", events.LastEventID())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resumed.Close()
+	for resumed.Next() {
+		e := resumed.Entry()
+		if e.Lock.Key == "policy/free" {
+			break
+		}
+		if e.Event == holdfast.EventAcquired {
+			delete(held, e.Lock.Key)
+		}
+	}
+	if len(held) > 0 {
+		t.Errorf("the resumed event stream did not deliver the grants of %v (%v)", held, resumed.Err())
+	}
 	for deadline := time.Now().Add(10 * time.Second); !strings.Contains(node.output(), "serving again"); time.Sleep(10 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatalf("the server's log does not say the stall ended:\n%s", node.output())

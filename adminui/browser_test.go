@@ -9,12 +9,15 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/chromedp/chromedp"
 
 	"github.com/holdfast/holdfast"
+	"github.com/holdfast/holdfast/memstore"
+	"github.com/holdfast/holdfast/store"
 )
 
 var expiresInTwoHours = regexp.MustCompile(`in (2 h|1 h 59 min)`)
@@ -326,5 +329,68 @@ func TestBrowserReaderCannotRelease(t *testing.T) {
 	}
 	if !e.held("policy/12345", "s-bob") {
 		t.Fatal("the reader released the lock")
+	}
+}
+
+// outageStore, while down, fails every read, and every commit after
+// making it, as a store that stops answering does when a commit's answer
+// is lost.
+type outageStore struct {
+	store.Store
+	down atomic.Bool
+}
+
+func (s *outageStore) Update(ctx context.Context, fn func(store.Tx) error) error {
+	err := s.Store.Update(ctx, fn)
+	if err == nil && s.down.Load() {
+		return fmt.Errorf("outage, after the commit: %w", store.ErrUnavailable)
+	}
+	return err
+}
+
+func (s *outageStore) View(ctx context.Context, fn func(store.ReadTx) error) error {
+	if s.down.Load() {
+		return fmt.Errorf("outage: %w", store.ErrUnavailable)
+	}
+	return s.Store.View(ctx, fn)
+}
+
+// A page that cannot re-read the list when told it changed says it is not
+// up to date, and shows the change once the store answers again, without
+// waiting for another event: here the lock of a commit whose answer was
+// lost, which no event will announce again.
+func TestBrowserCatchesUpAfterAnOutage(t *testing.T) {
+	t.Parallel()
+	st := &outageStore{Store: memstore.New(memstore.Config{})}
+	e := newEnv(t, envOptions{store: st})
+	b := newTab(t)
+	b.signIn(e, adminToken, "Alice Admin")
+
+	st.down.Store(true)
+	_, err := e.mgr.Acquire(t.Context(), holdfast.AcquireRequest{Keys: []string{"policy/7"},
+		Owner: holdfast.Owner{Session: "s-bob", User: "bob", Name: "Bob Smith"}})
+	if !errors.Is(err, holdfast.ErrUnavailable) {
+		t.Fatalf("acquire during the outage = %v, want unavailable", err)
+	}
+	within := func(d time.Duration, steps ...chromedp.Action[chromedp.Void]) error {
+		ctx, cancel := context.WithTimeout(b.ctx, d)
+		defer cancel()
+		return chromedp.Do(ctx, steps...)
+	}
+	if err := within(30*time.Second, chromedp.WaitVisible(chromedp.CSS(`#live-status[data-state="lost"]`))); err != nil {
+		t.Fatalf("the page did not say it could not re-read the list: %v", err)
+	}
+	if got := b.text("#live-status"); !strings.Contains(got, "Not up to date") {
+		t.Errorf("live status while the list cannot be read: %q", got)
+	}
+	b.screenshot("locks-not-up-to-date")
+
+	st.down.Store(false)
+	// Well within the 30 s after which the page re-reads the list anyway.
+	if err := within(15*time.Second,
+		chromedp.WaitVisible(chromedp.CSS(`tr[data-key="policy/7"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`#live-status[data-state="live"]`)),
+	); err != nil {
+		t.Fatalf("the page did not show the lock committed during the outage once the store answered again: %v", err)
 	}
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/holdfast/holdfast"
 	"github.com/holdfast/holdfast/memstore"
 	"github.com/holdfast/holdfast/server"
+	"github.com/holdfast/holdfast/store"
 )
 
 // Tokens the test servers accept unless they run anonymously.
@@ -30,6 +31,7 @@ const (
 type envOptions struct {
 	anonymous bool
 	tls       bool
+	store     store.Store // memstore if nil
 }
 
 // env is a real server (server.New over a Manager on memstore) on
@@ -45,7 +47,10 @@ type env struct {
 
 func newEnv(t testing.TB, opts envOptions) *env {
 	t.Helper()
-	st := memstore.New(memstore.Config{})
+	st := opts.store
+	if st == nil {
+		st = memstore.New(memstore.Config{})
+	}
 	logs := &syncBuffer{}
 	log := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	mgr, err := holdfast.New(st, holdfast.Config{SweepInterval: -1, Logger: log})

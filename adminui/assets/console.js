@@ -17,6 +17,7 @@
   var busy = false;
   var again = false;
   var lost = false;
+  var stale = false; // the last refresh failed
   var drops = 0;
 
   function show(state, text) {
@@ -47,6 +48,12 @@
         if (html === null) {
           return;
         }
+        if (stale) {
+          stale = false;
+          if (!lost) {
+            show('live', 'Live');
+          }
+        }
         var focused = document.activeElement && region.contains(document.activeElement) ? document.activeElement.id : '';
         region.innerHTML = html;
         region.setAttribute('data-refreshed', String(Number(region.getAttribute('data-refreshed') || '0') + 1));
@@ -55,7 +62,14 @@
         }
       })
       .catch(function () {
-        // The event stream reports the outage; the next event retries.
+        // An event said the list changed, and it could not be read (the
+        // store may be down): the change will not be announced again, so
+        // try again until it is read.
+        stale = true;
+        if (!lost) {
+          show('lost', 'Not up to date · retrying…');
+        }
+        window.setTimeout(schedule, 2000);
       })
       .then(function () {
         busy = false;

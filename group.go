@@ -262,9 +262,7 @@ func (gr *grouper) startLocked() {
 	gr.running = true
 	gr.inFlight++
 	g := &group{ops: slices.Clone(gr.queue[:n]), leader: gr.queue[0]}
-	left := copy(gr.queue, gr.queue[n:])
-	clear(gr.queue[left:])
-	gr.queue = gr.queue[:left]
+	gr.shiftLocked(n)
 	if n > 1 {
 		g.ctx, g.cancel = context.WithCancel(context.WithoutCancel(g.leader.ctx))
 		g.waiting.Store(int64(n))
@@ -281,20 +279,29 @@ func (gr *grouper) startLocked() {
 // too slow for the load, so theirs would most likely fare no better;
 // on a store that is merely behind, this sheds load.
 func (gr *grouper) expireLocked() {
-	now := time.Now()
-	kept := gr.queue[:0]
-	for _, p := range gr.queue {
-		if waited := now.Sub(p.queued); waited > gr.maxWait {
-			p.err = &UnavailableError{RetryAfter: time.Second, Err: fmt.Errorf(
-				"holdfast: waited %s for a turn, longer than the store gives a transaction (%s): the store is not keeping up, hung or overloaded",
-				waited.Round(time.Millisecond), gr.maxWait)}
-			p.woken <- nil
-			continue
+	// The queue is in the order its operations joined it, under gr.mu, on
+	// the monotonic clock: those that waited too long are at its head.
+	now, n := time.Now(), 0
+	for ; n < len(gr.queue); n++ {
+		p := gr.queue[n]
+		waited := now.Sub(p.queued)
+		if waited <= gr.maxWait {
+			break
 		}
-		kept = append(kept, p)
+		p.err = &UnavailableError{RetryAfter: time.Second, Err: fmt.Errorf(
+			"holdfast: waited %s for a turn, longer than the store gives a transaction (%s): the store is not keeping up, hung or overloaded",
+			waited.Round(time.Millisecond), gr.maxWait)}
+		p.woken <- nil
 	}
-	clear(gr.queue[len(kept):])
-	gr.queue = kept
+	gr.shiftLocked(n)
+}
+
+// shiftLocked takes the first n operations off the queue, keeping its
+// array, and clears the slots it leaves so they pin nothing.
+func (gr *grouper) shiftLocked(n int) {
+	left := copy(gr.queue, gr.queue[n:])
+	clear(gr.queue[left:])
+	gr.queue = gr.queue[:left]
 }
 
 // lead commits self's group (self alone when g is nil), in one

@@ -3,6 +3,7 @@ package holdfast
 import (
 	"encoding/json"
 	"errors"
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -62,9 +63,16 @@ func TestDurationJSON(t *testing.T) {
 	if err := json.Unmarshal([]byte("0.25"), &d); err != nil || time.Duration(d) != 250*time.Millisecond {
 		t.Fatalf("0.25 → %v, %v; want 250ms", time.Duration(d), err)
 	}
-	for _, bad := range []string{"0", "-1", `"2h"`, "1e300"} {
+	for _, bad := range []string{"0", "-1", `"2h"`, "-1e400", "1e-400"} {
 		if err := json.Unmarshal([]byte(bad), &d); err == nil {
 			t.Errorf("%s accepted as a duration", bad)
+		}
+	}
+	// Longer than a time.Duration holds is as long as it can be (then
+	// capped by the type's maximum lifetime), not an error.
+	for _, long := range []string{"1e10", "1e300", "1e400"} {
+		if err := json.Unmarshal([]byte(long), &d); err != nil || time.Duration(d) != math.MaxInt64 {
+			t.Errorf("%s → %v, %v; want the longest duration", long, time.Duration(d), err)
 		}
 	}
 	b, _ := json.Marshal(Duration(90 * time.Second))

@@ -226,14 +226,20 @@ func (d *Duration) UnmarshalJSON(b []byte) error {
 	var s float64
 	if string(b) != "null" {
 		var err error
-		if s, err = strconv.ParseFloat(string(b), 64); err != nil {
+		// Out of float64's range, ParseFloat gives ±Inf and ErrRange.
+		if s, err = strconv.ParseFloat(string(b), 64); err != nil && !math.IsInf(s, 0) {
 			return fmt.Errorf("a duration is a number of seconds")
 		}
 	}
-	if s <= 0 || math.IsNaN(s) || s > float64(math.MaxInt64)/float64(time.Second) {
+	if s <= 0 || math.IsNaN(s) {
 		return fmt.Errorf("must be a number of seconds greater than 0")
 	}
-	*d = Duration(s * float64(time.Second))
+	// Beyond what a time.Duration holds (292 years) a duration is as long
+	// as it can be: a lifetime is capped by its type's maximum anyway.
+	*d = Duration(math.MaxInt64)
+	if s < float64(math.MaxInt64)/float64(time.Second) {
+		*d = Duration(s * float64(time.Second))
+	}
 	if *d <= 0 {
 		return fmt.Errorf("must be a number of seconds greater than 0")
 	}

@@ -109,6 +109,8 @@ func staleToken(current store.Lock, given uint64) error {
 
 // Renew moves the expiry of the session's locks (all of them when no keys
 // are given) to now + ttl. If any named key is not held, nothing is renewed.
+// Renewing all the locks of a session that has ended returns a
+// *LockLostError, as its heartbeat does.
 func (m *Manager) Renew(ctx context.Context, req RenewRequest) (*RenewResult, error) {
 	if err := validateSession("session", req.Session); err != nil {
 		return nil, err
@@ -121,8 +123,14 @@ func (m *Manager) Renew(ctx context.Context, req RenewRequest) (*RenewResult, er
 	}
 	var res *RenewResult
 	err := m.update(ctx, "renew", scope{keys: req.Keys, session: req.Session}, func(o *op) error {
-		if _, _, err := o.touch(req.Session); err != nil {
+		s, live, err := o.touch(req.Session)
+		if err != nil {
 			return err
+		}
+		if len(req.Keys) == 0 && !live && s.Ended() {
+			// All of an ended session's locks are lost, as its heartbeat
+			// says; one never seen (or forgotten) held nothing.
+			return o.endedError(s)
 		}
 		var locks []store.Lock
 		if len(req.Keys) == 0 {
@@ -253,6 +261,13 @@ func (m *Manager) Locks(ctx context.Context, q LockQuery) (*LockPage, error) {
 	if q.Key != "" {
 		if err := ValidateKey(q.Key); err != nil {
 			return nil, invalid("key", "key: %v", err)
+		}
+	}
+	if q.Prefix != "" {
+		// A point in the key hierarchy (see UnderPrefix): one that is no
+		// key would list nothing, silently.
+		if err := ValidateKey(strings.TrimSuffix(q.Prefix, "/")); err != nil {
+			return nil, invalid("prefix", "prefix: %v", err)
 		}
 	}
 	afterKey, afterSession, err := decodeLockCursor(q.After)

@@ -3,7 +3,6 @@ package server
 import (
 	"context"
 	"fmt"
-	"net/url"
 
 	"github.com/holdfast/holdfast"
 )
@@ -32,8 +31,8 @@ func decoded(decode decodeFunc) opFunc {
 	}
 }
 
-// queryFunc is one GET operation over the query parameters.
-type queryFunc func(ctx context.Context, q url.Values) (any, error)
+// queryFunc is one GET operation over the query string (see newQuery).
+type queryFunc func(ctx context.Context, rawQuery string) (any, error)
 
 // acquireResponse always carries holders for a read that took no lock,
 // even when nobody holds the keys.
@@ -167,8 +166,8 @@ func (s *Server) forceRelease(ctx context.Context, body []byte) (any, error) {
 	return res, nil
 }
 
-func (s *Server) listLocks(ctx context.Context, values url.Values) (any, error) {
-	q := newQuery(values, "key", "prefix", "session", "user", "limit", "after")
+func (s *Server) listLocks(ctx context.Context, rawQuery string) (any, error) {
+	q := newQuery(rawQuery, "key", "prefix", "session", "user", "limit", "after")
 	lq := holdfast.LockQuery{
 		Key: q.str("key"), Prefix: q.str("prefix"), Session: q.str("session"), User: q.str("user"),
 		Limit: q.int("limit"), After: q.str("after"),
@@ -184,8 +183,8 @@ func (s *Server) listLocks(ctx context.Context, values url.Values) (any, error) 
 	return (*lockPageResponse)(page), nil
 }
 
-func (s *Server) listSessions(ctx context.Context, values url.Values) (any, error) {
-	q := newQuery(values, "session", "user", "limit", "after")
+func (s *Server) listSessions(ctx context.Context, rawQuery string) (any, error) {
+	q := newQuery(rawQuery, "session", "user", "limit", "after")
 	sq := holdfast.SessionQuery{Session: q.str("session"), User: q.str("user"), Limit: q.int("limit"), After: q.str("after")}
 	if q.err != nil {
 		return nil, q.err
@@ -198,8 +197,8 @@ func (s *Server) listSessions(ctx context.Context, values url.Values) (any, erro
 	return page, nil
 }
 
-func (s *Server) listAggregates(ctx context.Context, values url.Values) (any, error) {
-	q := newQuery(values, "root")
+func (s *Server) listAggregates(ctx context.Context, rawQuery string) (any, error) {
+	q := newQuery(rawQuery, "root")
 	root := q.str("root")
 	if q.err != nil {
 		return nil, q.err
@@ -212,8 +211,8 @@ func (s *Server) listAggregates(ctx context.Context, values url.Values) (any, er
 	return list, nil
 }
 
-func (s *Server) audit(ctx context.Context, values url.Values) (any, error) {
-	q := newQuery(values, "key", "session", "user", "event", "since", "order", "limit", "after")
+func (s *Server) audit(ctx context.Context, rawQuery string) (any, error) {
+	q := newQuery(rawQuery, "key", "session", "user", "event", "since", "order", "limit", "after")
 	aq := holdfast.AuditQuery{
 		Key: q.str("key"), Session: q.str("session"), User: q.str("user"), Event: holdfast.Event(q.str("event")),
 		Since: q.time("since"), Limit: q.int("limit"), After: q.str("after"),

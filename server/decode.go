@@ -157,8 +157,16 @@ type query struct {
 	err    error
 }
 
-func newQuery(values url.Values, known ...string) *query {
+// newQuery parses raw, a request's query string, refusing one that does
+// not parse (a bad %-escape, a ";") rather than drop what it could not
+// read, and refusing parameters other than known.
+func newQuery(raw string, known ...string) *query {
+	values, err := url.ParseQuery(raw)
 	q := &query{values: values}
+	if err != nil {
+		q.err = invalidf("query", "malformed query string: "+err.Error())
+		return q
+	}
 	for name := range values {
 		found := false
 		for _, k := range known {

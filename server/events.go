@@ -22,7 +22,7 @@ const auditPage = 1000
 // its channel closed by the Manager; the stream then subscribes again and
 // catches up from the audit log.
 func (s *Server) events(w http.ResponseWriter, r *http.Request) {
-	q := newQuery(r.URL.Query(), "prefix")
+	q := newQuery(r.URL.RawQuery, "prefix")
 	prefix := q.str("prefix")
 	if q.err == nil && prefix != "" {
 		// A trailing "/" is allowed: the prefix is a point in the key

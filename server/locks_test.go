@@ -132,6 +132,12 @@ func TestRenewVerifyAndExpiry(t *testing.T) {
 	if at(t, renewed, "locks", 0, "expires_at") != "2026-11-30T11:47:00.250Z" {
 		t.Errorf("renewed = %v", renewed)
 	}
+	// A lifetime longer than a Go duration holds is capped like any other.
+	long := h.post("/v1/locks/renew", map[string]any{"session": "s1", "ttl_seconds": 1e10}, 200)
+	if at(t, long, "locks", 0, "expires_at") != "2026-12-01T11:47:00.000Z" {
+		t.Errorf("renewed for 1e10 s = %v, want 24 hours, the maximum", long)
+	}
+	h.post("/v1/locks/renew", map[string]any{"session": "s1", "ttl_seconds": 0.25}, 200)
 
 	ok := h.post("/v1/locks/verify", map[string]any{"key": "order/42", "session": "s1", "token": token}, 200)
 	if at(t, ok, "lock", "token") != token {
@@ -206,6 +212,18 @@ func TestListLocksPaginates(t *testing.T) {
 	}
 	wantError(t, h.call("GET", "/v1/locks?limit=ten", readerToken, nil), 400, "invalid", "limit")
 	wantError(t, h.call("GET", "/v1/locks?prefx=item", readerToken, nil), 400, "invalid", "prefx")
+	// A query string that does not parse is refused, not read in part:
+	// here the limit and the filter would both be dropped.
+	wantError(t, h.call("GET", "/v1/locks?session=s%zz9&limit=1", readerToken, nil), 400, "invalid", "query")
+	wantError(t, h.call("GET", "/v1/locks?session=s9;limit=1", readerToken, nil), 400, "invalid", "query")
+	wantError(t, h.call("GET", "/v1/events?prefix=%zz", readerToken, nil), 400, "invalid", "query")
+	// A prefix is a point in the key hierarchy: one no key can be under
+	// is a mistake, as in an event stream's.
+	wantError(t, h.call("GET", "/v1/locks?prefix=item//1", readerToken, nil), 400, "invalid", "prefix")
+	wantError(t, h.call("GET", "/v1/locks?prefix=/", readerToken, nil), 400, "invalid", "prefix")
+	if l := list(t, h.get("/v1/locks?prefix=item/", 200), "locks"); len(l) != 5 {
+		t.Errorf("prefix=item/ (a trailing / is allowed): %v", l)
+	}
 }
 
 func TestSessions(t *testing.T) {

@@ -279,7 +279,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, rt *route) (clien
 		rt.raw(w, r)
 		return false, nil
 	case rt.query != nil:
-		res, err = rt.query(r.Context(), r.URL.Query())
+		res, err = rt.query(r.Context(), r.URL.RawQuery)
 	default:
 		var body []byte
 		if body, err = readBody(w, r, s.cfg.MaxBodyBytes); err == nil {

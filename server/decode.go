@@ -13,6 +13,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/holdfast/holdfast"
 	"github.com/holdfast/holdfast/internal/jsonwire"
@@ -40,6 +41,11 @@ func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, erro
 			return nil, invalidf("body", fmt.Sprintf("request body is larger than %d bytes", limit))
 		}
 		return nil, invalidf("body", "reading request body: "+err.Error())
+	}
+	if !utf8.Valid(body) {
+		// encoding/json would read each bad byte as U+FFFD, so that two
+		// different keys became one.
+		return nil, invalidf("body", "request body is not valid UTF-8 (JSON must be)")
 	}
 	return body, nil
 }

@@ -24,6 +24,8 @@ func TestMalformedRequests(t *testing.T) {
 		{"zero duration", "/v1/sessions/heartbeat", `{"session": "s", "idle_timeout_seconds": 0}`, "idle_timeout_seconds"},
 		{"duration as string", "/v1/locks/renew", `{"session": "s", "ttl_seconds": "2h"}`, "ttl_seconds"},
 		{"bad key", "/v1/locks/acquire", `{"keys": ["a//1"], "owner": {"session": "s"}}`, "keys[0]"},
+		{"key not UTF-8", "/v1/locks/acquire", "{\"keys\": [\"u/\xff\"], \"owner\": {\"session\": \"s\"}}", "body"},
+		{"batch not UTF-8", "/v1/batch", "{\"ops\": [{\"op\": \"release\", \"body\": {\"session\": \"s\xfe\"}}]}", "body"},
 		{"no keys", "/v1/locks/acquire", `{"keys": [], "owner": {"session": "s"}}`, "keys"},
 		{"no session", "/v1/locks/acquire", `{"keys": ["a/1"], "owner": {}}`, ""},
 		{"too large", "/v1/locks/acquire", `{"keys": ["` + strings.Repeat("a", 5000) + `"], "owner": {"session": "s"}}`, "body"},

@@ -136,6 +136,23 @@ func clock(t, now time.Time) string {
 	return t.Format("Jan 2 15:04 UTC")
 }
 
+// holding says how h's lock stands to key, the key locked: on it, above
+// it or below it, and to edit or to read.
+func holding(key string, h Lock) string {
+	doing := "being edited by "
+	if h.Mode == Shared {
+		doing = "being read by "
+	}
+	switch {
+	case h.Key == key:
+		return " is " + doing
+	case Covers(h.Key, key):
+		return " is covered by " + h.Key + ", " + doing
+	default:
+		return " contains " + h.Key + ", " + doing
+	}
+}
+
 // lockedMessage describes every conflict in one sentence per key.
 func lockedMessage(conflicts []Conflict, now time.Time) string {
 	var b strings.Builder
@@ -149,22 +166,9 @@ func lockedMessage(conflicts []Conflict, now time.Time) string {
 		}
 		for j, h := range c.Holders {
 			if j > 0 {
-				b.WriteString(" and")
+				b.WriteString(", and")
 			}
-			verb := " is being edited by "
-			if h.Mode == Shared {
-				verb = " is being read by "
-			}
-			if j > 0 {
-				verb = " by "
-			}
-			if h.Key != c.Key {
-				verb = fmt.Sprintf(" is covered by %s, held by ", h.Key)
-				if j > 0 {
-					verb = fmt.Sprintf(" by %s, held by ", h.Key)
-				}
-			}
-			fmt.Fprintf(&b, "%s%s since %s (until %s)", verb, holderName(h.Owner),
+			fmt.Fprintf(&b, "%s%s since %s (until %s)", holding(c.Key, h), holderName(h.Owner),
 				clock(h.AcquiredAt, now), clock(h.ExpiresAt, now))
 		}
 	}

@@ -105,13 +105,18 @@ func TestLockedMessage(t *testing.T) {
 		t.Errorf("message\n got %q\nwant %q", got, want)
 	}
 	reader := bob
-	reader.Mode, reader.Owner = Shared, Owner{Session: "s-2", User: "u-2"}
+	reader.Key, reader.Mode, reader.Owner = "policy", Shared, Owner{Session: "s-2", User: "u-2"}
 	reader.AcquiredAt = now.Add(-26 * time.Hour)
 	got = lockedMessage([]Conflict{{Key: "policy/9", RequestedKey: "asset/9", Holders: []Lock{reader}}}, now)
-	for _, want := range []string{"asset/9 (locked as policy/9)", "covered by policy/12345", "u-2", "since Nov 29 09:00 UTC"} {
-		if !strings.Contains(got, want) {
-			t.Errorf("message %q lacks %q", got, want)
-		}
+	if want := "asset/9 (locked as policy/9) is covered by policy, being read by u-2 since Nov 29 09:00 UTC (until 12:47 UTC)"; got != want {
+		t.Errorf("message\n got %q\nwant %q", got, want)
+	}
+	// Every holder gets a clause of its own: on the key, and below it.
+	part := bob
+	part.Key = "policy/12345/coverage/2"
+	got = lockedMessage([]Conflict{{Key: "policy/12345", RequestedKey: "policy/12345", Holders: []Lock{bob, part}}}, now)
+	if want := "policy/12345 is being edited by Bob Smith since 10:47 UTC (until 12:47 UTC), and contains policy/12345/coverage/2, being edited by Bob Smith since 10:47 UTC (until 12:47 UTC)"; got != want {
+		t.Errorf("message\n got %q\nwant %q", got, want)
 	}
 }
 

@@ -257,7 +257,7 @@ func (c *Console) signIn(w http.ResponseWriter, r *http.Request) {
 	if access == NoAccess {
 		c.log.InfoContext(r.Context(), "console sign-in refused", "remote", r.RemoteAddr)
 		c.render(w, r, http.StatusUnauthorized, "signin", nil, signInView{
-			Error: "That token is not accepted. Use an admin or reader token of this server.",
+			Error: "That token is not accepted. Use one of this server's tokens (HOLDFAST_TOKENS): an admin token to force-release, a reader or client token to look.",
 			Name:  name,
 		})
 		return

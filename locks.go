@@ -103,8 +103,14 @@ func (o *op) stillHeld(l store.Lock) (bool, error) {
 
 func staleToken(current store.Lock, given uint64) error {
 	l := toLock(current)
-	return &StaleTokenError{Lock: l, Message: l.Key + " is held under a newer grant (token " +
-		strconv.FormatUint(l.Token, 10) + ", not " + strconv.FormatUint(given, 10) + "): a write with the old token must not land"}
+	held, wrong := strconv.FormatUint(l.Token, 10), strconv.FormatUint(given, 10)
+	if given < l.Token {
+		return &StaleTokenError{Lock: l, Message: l.Key + " is held under a newer grant (token " + held +
+			", not " + wrong + "): a write with the old token must not land"}
+	}
+	// Never a token of this key's current grant: a mistake, not a late write.
+	return &StaleTokenError{Lock: l, Message: l.Key + " is held under token " + held + ", not " + wrong +
+		": a write with token " + wrong + " must not land"}
 }
 
 // Renew moves the expiry of the session's locks (all of them when no keys
@@ -123,11 +129,11 @@ func (m *Manager) Renew(ctx context.Context, req RenewRequest) (*RenewResult, er
 	}
 	var res *RenewResult
 	err := m.update(ctx, "renew", scope{keys: req.Keys, session: req.Session}, func(o *op) error {
-		s, live, err := o.touch(req.Session)
+		s, _, err := o.touch(req.Session)
 		if err != nil {
 			return err
 		}
-		if len(req.Keys) == 0 && !live && s.Ended() {
+		if len(req.Keys) == 0 && s.Ended() {
 			// All of an ended session's locks are lost, as its heartbeat
 			// says; one never seen (or forgotten) held nothing.
 			return o.endedError(s)

@@ -175,6 +175,47 @@ func TestServerRenewAndExpiry(t *testing.T) {
 	}
 }
 
+// Renew of all the locks of an ended session is 409 lock_lost with the
+// reason and the locks it lost, alone and in a batch; of a session never
+// seen, 200 with none.
+func TestServerRenewAllOfEndedSession(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := context.Background()
+	held := acquire(t, e.app, bob, "order/42")[0]
+	if _, err := e.app.EndSession(ctx, holdfast.EndSessionRequest{Session: bob.Session}); err != nil {
+		t.Fatal(err)
+	}
+	ended := func(what string, err error) {
+		t.Helper()
+		var lost *holdfast.LockLostError
+		if !errors.Is(err, holdfast.ErrLockLost) || !errors.As(err, &lost) || lost.Reason != holdfast.LostSessionEnded ||
+			len(lost.Released) != 1 || lost.Released[0].Token != held.Token {
+			t.Errorf("%s = %#v, want lock_lost session_ended releasing order/42", what, err)
+		}
+	}
+	_, err := e.app.Renew(ctx, holdfast.RenewRequest{Session: bob.Session})
+	ended("renew of all", err)
+	res, err := e.app.Batch(ctx, []client.Op{
+		client.RenewOp(holdfast.RenewRequest{Session: bob.Session}),
+		client.RenewOp(holdfast.RenewRequest{Session: "s-nobody"}),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res[0].Status != 409 {
+		t.Errorf("batched renew of all: status %d", res[0].Status)
+	}
+	ended("batched renew of all", res[0].Err)
+	if res[1].Err != nil || res[1].Renew == nil || res[1].Renew.Locks == nil || len(res[1].Renew.Locks) != 0 {
+		t.Errorf("batched renew of all for a session never seen = %+v, want no locks", res[1])
+	}
+	r, err := e.app.Renew(ctx, holdfast.RenewRequest{Session: "s-nobody"})
+	if err != nil || len(r.Locks) != 0 {
+		t.Errorf("renew of all for a session never seen = %+v, %v, want no locks", r, err)
+	}
+}
+
 func TestServerForceReleaseAndHeartbeat(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)

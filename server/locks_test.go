@@ -148,6 +148,9 @@ func TestRenewVerifyAndExpiry(t *testing.T) {
 	if at(t, stale, "lock", "token") != token {
 		t.Errorf("stale_token lock = %v, want the current grant", stale["lock"])
 	}
+	if msg := at(t, stale, "message").(string); strings.Contains(msg, "newer") || !strings.Contains(msg, "is held under token 1, not 101") {
+		t.Errorf("stale_token for a token above the grant's says %q", msg)
+	}
 	wantError(t, h.call("POST", "/v1/locks/release", clientToken,
 		map[string]any{"session": "s1", "keys": []string{"order/42"}, "token": token.(float64) + 100}), 409, "stale_token", "")
 

@@ -226,6 +226,22 @@ func forced(first, second histcheck.Output) []histcheck.Op {
 	}
 }
 
+// restarted is a grant, its force release, the end of its session, a
+// heartbeat of the ended session if told, an acquire that starts the
+// session again and its next heartbeat.
+func restarted(told bool, last histcheck.Output) []histcheck.Op {
+	h := []histcheck.Op{
+		op(0, 0, 1, acq("a", "k"), granted("a", "k", 1)),
+		op(1, 2, 3, histcheck.Input{Kind: histcheck.ForceRelease, Family: "f", Keys: []string{"k"}},
+			histcheck.Output{Outcome: histcheck.OK, Grants: []histcheck.Grant{{Key: "k", Session: "a", Token: 1}}}),
+		op(0, 4, 5, histcheck.Input{Kind: histcheck.EndSession, Family: "f", Session: "a"}, histcheck.Output{Outcome: histcheck.OK}),
+	}
+	if told {
+		h = append(h, op(0, 6, 7, heartbeat("a"), histcheck.Output{Outcome: histcheck.Lost}))
+	}
+	return append(h, op(0, 8, 9, acq("a", "j"), granted("a", "j", 2)), op(0, 10, 11, heartbeat("a"), last))
+}
+
 // ended is a grant, the end of its session and a heartbeat of it.
 func ended(last histcheck.Output) []histcheck.Op {
 	return []histcheck.Op{
@@ -379,6 +395,12 @@ func TestModel(t *testing.T) {
 			histcheck.Output{Outcome: histcheck.OK, Losses: []histcheck.Loss{{Key: "k", Token: 1, Reason: "force_released"}}})},
 		{"a heartbeat after the session ended", true, ended(histcheck.Output{Outcome: histcheck.Lost})},
 		{"a heartbeat keeps an ended session alive", false, ended(histcheck.Output{Outcome: histcheck.OK})},
+		{"a refused heartbeat is the previous one", true, restarted(true, histcheck.Output{Outcome: histcheck.OK, Held: 1})},
+		{"a loss told by a refused heartbeat reported again", false, restarted(true,
+			histcheck.Output{Outcome: histcheck.OK, Held: 1, Losses: []histcheck.Loss{{Key: "k", Token: 1, Reason: "force_released"}}})},
+		{"a loss untold before a restart reported", true, restarted(false,
+			histcheck.Output{Outcome: histcheck.OK, Held: 1, Losses: []histcheck.Loss{{Key: "k", Token: 1, Reason: "force_released"}}})},
+		{"a loss untold before a restart hidden", false, restarted(false, histcheck.Output{Outcome: histcheck.OK, Held: 1})},
 		{"an idle session's locks are free", true, idling(false)},
 		{"activity keeps an idle session alive", false, idling(true)},
 		{"an answer no server gives", false, []histcheck.Op{

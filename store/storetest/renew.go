@@ -10,6 +10,7 @@ import (
 var renewCases = []testCase{
 	{"SetsExpiry", testRenewSetsExpiry},
 	{"AllWhenNoKeys", testRenewAllWhenNoKeys},
+	{"AllOfEndedSession", testRenewAllOfEndedSession},
 	{"NotHeldRenewsNothing", testRenewNotHeldRenewsNothing},
 	{"Expired", testRenewExpired},
 }
@@ -68,6 +69,58 @@ func testRenewAllWhenNoKeys(e *env) {
 	wantLocks(e.t, "renew of all", byKeySession(e.renew("s-bob", 3*time.Hour)), []holdfast.Lock{a, b})
 	if got := e.locks(holdfast.LockQuery{Session: "s-carol"}); len(got) != 1 || !got[0].ExpiresAt.Equal(start.Add(builtinTTL)) {
 		e.t.Fatalf("another session's lock was renewed: %s", fmtLocks(got))
+	}
+}
+
+// API.md: renew without keys renews "all of the session's locks", and is
+// 409 lock_lost for a session no longer held, with the reason, as its
+// heartbeat is. A session never seen, or forgotten, held nothing and lost
+// nothing: 200 with no locks.
+func testRenewAllOfEndedSession(e *env) {
+	renewAll := func(session string) ([]holdfast.Lock, error) {
+		res, err := e.m.Renew(e.t.Context(), holdfast.RenewRequest{Session: session, TTL: holdfast.Duration(time.Hour)})
+		if err != nil {
+			return nil, err
+		}
+		return res.Locks, nil
+	}
+	bob := e.grant(exclusive("order/1", owner("bob")))
+	if _, err := e.m.EndSession(e.t.Context(), holdfast.EndSessionRequest{Session: "s-bob"}); err != nil {
+		e.t.Fatal(err)
+	}
+	carol := e.idleAcquire("order/2", owner("carol"))
+	e.grant(exclusive("order/4", owner("dave")))
+	if _, err := e.m.EndSession(e.t.Context(), holdfast.EndSessionRequest{Session: "s-dave"}); err != nil {
+		e.t.Fatal(err)
+	}
+	e.heartbeat("s-erin")
+	e.advance(idle + time.Second)
+
+	_, err := renewAll("s-bob")
+	le := e.wantLost("renew of all after EndSession", err, holdfast.LostSessionEnded)
+	wantLocks(e.t, "released with the ended session", le.Released, []holdfast.Lock{bob})
+	_, err = renewAll("s-carol")
+	le = e.wantLost("renew of all after the idle timeout", err, holdfast.LostSessionExpired)
+	wantLocks(e.t, "released with the idle session", le.Released, []holdfast.Lock{carol})
+	e.grant(exclusive("order/2", owner("frank"))) // the renew did not keep carol's
+
+	for _, s := range []string{"s-nobody", "s-erin"} { // never seen; live, holding nothing
+		if got, err := renewAll(s); err != nil || len(got) != 0 {
+			e.t.Fatalf("renew of all for %s: %s, %v; want no locks", s, fmtLocks(got), err)
+		}
+	}
+	again := e.grant(exclusive("order/3", owner("bob"))) // started anew
+	got, err := renewAll("s-bob")
+	if err != nil {
+		e.t.Fatalf("renew of all after the session started anew: %v", err)
+	}
+	again.ExpiresAt = e.now().Add(time.Hour)
+	wantLocks(e.t, "renewed after the session started anew", got, []holdfast.Lock{again})
+
+	e.advance(lostRetention + time.Hour)
+	e.sweep()
+	if got, err := renewAll("s-dave"); err != nil || len(got) != 0 {
+		e.t.Fatalf("renew of all for a session forgotten after the retention: %s, %v; want no locks", fmtLocks(got), err)
 	}
 }
 

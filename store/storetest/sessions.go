@@ -17,6 +17,8 @@ var sessionCases = []testCase{
 	{"HeartbeatAfterEnd", testHeartbeatAfterEnd},
 	{"HeartbeatAfterIdle", testHeartbeatAfterIdle},
 	{"AcquireRestartsEndedSession", testAcquireRestartsEndedSession},
+	{"EndedHeartbeatIsThePreviousOne", testEndedHeartbeatIsThePreviousOne},
+	{"RestartKeepsUntoldLosses", testRestartKeepsUntoldLosses},
 	{"HeartbeatStartsSession", testHeartbeatStartsSession},
 	{"EndUnknownSession", testEndUnknownSession},
 	{"HeartbeatReportsExpiredLock", testHeartbeatReportsExpiredLock},
@@ -173,6 +175,72 @@ func testAcquireRestartsEndedSession(e *env) {
 	}
 	wantLocks(e.t, "restarted session's locks", e.locks(holdfast.LockQuery{Session: "s-bob"}), []holdfast.Lock{again})
 	e.session("s-bob")
+}
+
+// API.md: a heartbeat's lost list holds each lock lost "since its previous
+// heartbeat". The 409 that tells the caller its session ended is a
+// heartbeat: a loss before it is not news to the session started anew by
+// an acquire (an edit page would show a stale "an administrator released
+// your lock" banner). Its record stays, for renew and verify of that grant.
+func testEndedHeartbeatIsThePreviousOne(e *env) {
+	ends := map[string]struct {
+		end    func(e *env)
+		reason holdfast.LostReason
+	}{
+		"EndSession": {func(e *env) {
+			if _, err := e.m.EndSession(e.t.Context(), holdfast.EndSessionRequest{Session: "s-bob"}); err != nil {
+				e.t.Fatal(err)
+			}
+		}, holdfast.LostSessionEnded},
+		"IdleTimeout": {func(e *env) { e.advance(idle + time.Second) }, holdfast.LostSessionExpired},
+	}
+	for name, end := range ends {
+		e.t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			e := e.fresh(t)
+			forced := e.idleAcquire("order/1", owner("bob"))
+			kept := e.idleAcquire("order/2", owner("bob"))
+			e.advance(time.Minute)
+			e.forceRelease(holdfast.ForceReleaseRequest{Keys: keys("order/1"), Reason: "Bob is on leave", Actor: "alice"})
+			end.end(e)
+			_, err := e.m.Heartbeat(t.Context(), holdfast.HeartbeatRequest{Session: "s-bob"})
+			le := e.wantLost("heartbeat of the ended session", err, end.reason)
+			wantLocks(t, "released with the session", le.Released, []holdfast.Lock{kept})
+
+			e.advance(time.Minute)
+			again := e.grant(exclusive("order/3", owner("bob")))
+			hb := e.heartbeat("s-bob")
+			wantLost(e, "first heartbeat of the session started anew", hb.Lost, nil)
+			if hb.Session.Locks != 1 {
+				t.Fatalf("session started anew counts %d locks, want 1 (%s)", hb.Session.Locks, fmtLock(again))
+			}
+			fl := e.wantLostLock("verify of the force-released grant", forced, holdfast.LostForceReleased)
+			if fl.Actor != "alice" || fl.ForceReason != "Bob is on leave" {
+				t.Fatalf("verify: actor %q force_reason %q", fl.Actor, fl.ForceReason)
+			}
+			_, err = e.m.Renew(t.Context(), holdfast.RenewRequest{Session: "s-bob", Keys: keys("order/1")})
+			e.wantLost("renew of the force-released key", err, holdfast.LostForceReleased)
+			e.wantLostLock("verify of the grant lost with the session", kept, end.reason)
+		})
+	}
+}
+
+// A session that ends by its idle timeout and is started again by an
+// acquire, with no heartbeat in between, has not been told of a loss from
+// before: its next heartbeat lists it, once. The locks that went with the
+// session are not listed (a heartbeat of the ended session would have
+// said so); renew and verify still name them.
+func testRestartKeepsUntoldLosses(e *env) {
+	forced := e.idleAcquire("order/1", owner("bob"))
+	kept := e.idleAcquire("order/2", owner("bob"))
+	e.advance(time.Minute)
+	e.forceRelease(holdfast.ForceReleaseRequest{Keys: keys("order/1"), Reason: "Bob is on leave", Actor: "alice"})
+	e.advance(idle + time.Second)
+	e.grant(exclusive("order/3", owner("bob")))
+	want := []holdfast.LostLock{{Lock: forced, Reason: holdfast.LostForceReleased, Actor: "alice", ForceReason: "Bob is on leave"}}
+	wantLost(e, "first heartbeat after the restart", e.heartbeat("s-bob").Lost, want)
+	wantLost(e, "second heartbeat after the restart", e.heartbeat("s-bob").Lost, nil)
+	e.wantLostLock("verify of the grant lost with the session", kept, holdfast.LostSessionExpired)
 }
 
 func testHeartbeatStartsSession(e *env) {

@@ -4,9 +4,10 @@
 //
 // Errors keep their identity across the wire: a refused acquire is a
 // *holdfast.LockedError (errors.Is(err, holdfast.ErrLocked)), a lost lock a
-// *holdfast.LockLostError, and a server that cannot be reached at all is a
-// *holdfast.UnavailableError wrapping the transport's error, exactly as when
-// the server itself reports that its store is unavailable.
+// *holdfast.LockLostError, and a server that cannot be reached at all is an
+// *UnreachableError wrapping the transport's error, which errors.Is and
+// errors.As take for a *holdfast.UnavailableError, exactly as when the
+// server itself reports that its store is unavailable.
 //
 // The package uses the standard library only.
 package client
@@ -157,6 +158,11 @@ func (c *Client) newRequest(ctx context.Context, method, path string, query url.
 	return req, nil
 }
 
+// unreachable is the error of a request that got no answer.
+func (c *Client) unreachable(err error) error {
+	return &UnreachableError{URL: c.base.Redacted(), Err: err}
+}
+
 // url is the base URL joined with path, joined once for each of the
 // API's few paths.
 func (c *Client) url(path string) string {
@@ -178,9 +184,7 @@ func (c *Client) roundTrip(ctx context.Context, method, path string, query url.V
 	}
 	resp, err := c.http.Do(req)
 	if err != nil {
-		// The server may or may not have acted on the request. Every
-		// operation of the API can be retried with the same session.
-		return &holdfast.UnavailableError{Err: err}
+		return c.unreachable(err)
 	}
 	defer resp.Body.Close()
 	buf := readAnswer(resp)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -273,6 +274,33 @@ func TestTransportFailureIsUnavailable(t *testing.T) {
 	}
 	if err := c.Ping(context.Background()); !errors.Is(err, holdfast.ErrUnavailable) {
 		t.Errorf("Ping = %v, want ErrUnavailable", err)
+	}
+}
+
+// A server that cannot be reached is told apart from one whose store is
+// unavailable: the error names the server, and not its password.
+func TestTransportFailureNamesTheServer(t *testing.T) {
+	t.Parallel()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	c := newClient(t, "http://bob:s3cret@"+addr+"/holdfast", "")
+	_, eventsErr := c.Events(context.Background(), "", "")
+	for _, err := range []error{acquireBob(c), eventsErr} {
+		var unreachable *client.UnreachableError
+		if !errors.As(err, &unreachable) || unreachable.URL != "http://bob:xxxxx@"+addr+"/holdfast" {
+			t.Errorf("err = %#v, want *client.UnreachableError with the base URL", err)
+		}
+		msg := fmt.Sprint(err)
+		if want := "cannot reach the holdfast server at http://bob:xxxxx@" + addr + "/holdfast: dial tcp " + addr; !strings.HasPrefix(msg, want) {
+			t.Errorf("Error() = %q, want it to start %q", msg, want)
+		}
+		if strings.Contains(msg, "store") || strings.Contains(msg, "s3cret") || strings.Contains(msg, "/v1/") {
+			t.Errorf("Error() = %q blames the store, shows the password or repeats the request's URL", msg)
+		}
 	}
 }
 

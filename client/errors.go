@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -85,6 +86,34 @@ func unavailable(e *wireError, h http.Header) error {
 
 // unavailableText is what an UnavailableError without a cause says.
 var unavailableText = (&holdfast.UnavailableError{}).Error()
+
+// UnreachableError is a request that got no answer from the server: the
+// connection was refused or broke, the name did not resolve, TLS failed, or
+// the context ended first. The server may or may not have acted on it;
+// every operation of the API can be retried with the same session. Like a
+// server's own 503, it is holdfast.ErrUnavailable to errors.Is and a
+// *holdfast.UnavailableError to errors.As, so that callers retry both alike;
+// its text says which of the two it is.
+type UnreachableError struct {
+	// URL is the server's base URL, without a password.
+	URL string
+	// Err is the transport's error.
+	Err error
+}
+
+func (e *UnreachableError) Error() string {
+	cause := e.Err
+	// The transport's error names the request's method and URL: the
+	// server's URL says enough.
+	var ue *url.Error
+	if errors.As(cause, &ue) {
+		cause = ue.Err
+	}
+	return fmt.Sprintf("cannot reach the holdfast server at %s: %v", e.URL, cause)
+}
+
+// Unwrap makes the error an unavailable one to errors.Is and errors.As.
+func (e *UnreachableError) Unwrap() error { return &holdfast.UnavailableError{Err: e.Err} }
 
 // ResponseError is an error response that the API does not define, such as
 // a 500 from the server or a proxy.

@@ -61,7 +61,7 @@ func (c *Client) Events(ctx context.Context, prefix, lastEventID string) (*Event
 	}
 	resp, err := c.http.Do(req)
 	if err != nil {
-		return nil, &holdfast.UnavailableError{Err: err}
+		return nil, c.unreachable(err)
 	}
 	if resp.StatusCode != http.StatusOK {
 		defer resp.Body.Close()

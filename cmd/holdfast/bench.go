@@ -7,7 +7,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"net/url"
 	"os"
 	"slices"
 	"strings"
@@ -61,7 +60,7 @@ func newBenchCommand(stdout, stderr io.Writer) *benchCommand {
 }
 
 func (c *benchCommand) Run(ctx context.Context, args []string) error {
-	fs := newFlagSet(c.stderr, "bench", benchHelp)
+	fs := newFlagSet("bench", benchHelp)
 	cfg := bench.Config{Out: c.stdout, Log: c.stderr}
 	workloads := fs.String("workloads", strings.Join(bench.Workloads, ","), "comma-separated workloads to run")
 	fs.IntVar(&cfg.Clients, "clients", 64, "concurrent clients")
@@ -133,8 +132,8 @@ func checkBenchFlags(cfg *bench.Config) error {
 		return usagef("bench: --postgres-conns must not be negative (0: one per client)")
 	}
 	if cfg.Server != "" {
-		if u, err := url.Parse(cfg.Server); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			return usagef("bench: --server must be a URL such as http://127.0.0.1:7070, not %q", cfg.Server)
+		if err := checkServerURL("bench: --server", cfg.Server); err != nil {
+			return err
 		}
 	}
 	if cfg.Warmup == 0 {

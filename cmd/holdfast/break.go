@@ -31,7 +31,7 @@ func newBreakCommand(stdout, stderr io.Writer) *breakCommand {
 }
 
 func (c *breakCommand) Run(ctx context.Context, args []string) error {
-	fs := newFlagSet(c.stderr, "break", breakHelp)
+	fs := newFlagSet("break", breakHelp)
 	var conn connection
 	conn.register(fs)
 	var req holdfast.ForceReleaseRequest

@@ -14,6 +14,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -91,8 +92,14 @@ func newTestServer(t *testing.T, tokens ...server.Token) *testServer {
 // command prepares "holdfast args..." against the server.
 func (s *testServer) command(args ...string) *exec.Cmd {
 	cmd := exec.Command(binary, args...)
-	cmd.Env = append(os.Environ(), "HOLDFAST_SERVER="+s.url, "HOLDFAST_TOKEN=", "HOLDFAST_BIN="+binary)
+	cmd.Env = append(environ(), "HOLDFAST_SERVER="+s.url, "HOLDFAST_TEST_BIN="+binary)
 	return cmd
+}
+
+// environ is the tests' environment without the HOLDFAST_* variables of
+// whoever runs them, which would change what holdfast does or says.
+func environ() []string {
+	return slices.DeleteFunc(os.Environ(), func(kv string) bool { return strings.HasPrefix(kv, "HOLDFAST_") })
 }
 
 type result struct {
@@ -283,7 +290,7 @@ func TestRunHoldsLockAndPropagatesStatus(t *testing.T) {
 	seen := filepath.Join(t.TempDir(), "seen.json")
 	// The command looks at the lock from inside, then fails with 7.
 	r := s.run(t, "run", "job/nightly", "--", "sh", "-c",
-		`"$HOLDFAST_BIN" ls --session "$HOLDFAST_SESSION" --json > "$1"; exit 7`, "sh", seen)
+		`"$HOLDFAST_TEST_BIN" ls --session "$HOLDFAST_SESSION" --json > "$1"; exit 7`, "sh", seen)
 	if r.code != 7 {
 		t.Fatalf("run: exit %d, want the command's 7\nstderr: %s", r.code, r.stderr)
 	}
@@ -451,13 +458,6 @@ func TestRunForwardsSignals(t *testing.T) {
 func TestExitCodes(t *testing.T) {
 	t.Parallel()
 	s := newTestServer(t)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	down := "http://" + ln.Addr().String()
-	ln.Close()
-
 	for _, tc := range []struct {
 		args []string
 		code int
@@ -470,13 +470,128 @@ func TestExitCodes(t *testing.T) {
 		{[]string{"lock", "a/1", "--session", "s", "--ttl", "soon"}, exitUsage, "invalid value"},
 		{[]string{"run", "a/1"}, exitUsage, "after --"},
 		{[]string{"lock", "-h"}, exitOK, "Example:"},
-		{[]string{"lock", "/bad", "--session", "s"}, exitError, "starts with /"},
-		{[]string{"ls", "--server", down}, exitUnavailable, "unavailable"},
+		{[]string{"lock", "/bad", "--session", "s"}, exitUsage, `the server refused the request: keys[0]: key "/bad" starts with /`},
+		{[]string{"serve", "--lisen", "127.0.0.1:0"}, exitUsage, "flag provided but not defined: -lisen"},
+		{[]string{"serve", "extra-arg"}, exitUsage, "unexpected arguments: extra-arg"},
+		{[]string{"serve", "--listen", "127.0.0.1"}, exitUsage, `listen "127.0.0.1": want host:port`},
+		{[]string{"serve", "--listen", "127.0.0.1:0", "--store", "redis://localhost:6379"}, exitUsage, "not supported yet"},
+		{[]string{"migrate", "--store", "postgres://%zz"}, exitUsage, "not a valid postgres:// URL"},
+		{[]string{"version", "now"}, exitUsage, "takes no arguments"},
 	} {
 		r := s.run(t, tc.args...)
 		if r.code != tc.code || !strings.Contains(r.stdout+r.stderr, tc.want) {
 			t.Errorf("holdfast %v: exit %d, want %d with %q\nstdout: %s\nstderr: %s", tc.args, r.code, tc.code, tc.want, r.stdout, r.stderr)
 		}
+	}
+}
+
+// A server that is not there is told apart from one whose store is
+// unavailable, with what to check; the exit code is the same.
+func TestServerNotRunning(t *testing.T) {
+	t.Parallel()
+	s := newTestServer(t)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	down := "http://" + ln.Addr().String()
+	ln.Close()
+	r := s.run(t, "lock", "a/1", "--session", "s", "--server", down)
+	if r.code != exitUnavailable {
+		t.Fatalf("lock against %s: exit %d, want %d\nstderr: %s", down, r.code, exitUnavailable, r.stderr)
+	}
+	for _, want := range []string{"cannot reach the holdfast server at " + down + ": ", `"holdfast serve"`, "--server", "HOLDFAST_SERVER"} {
+		if !strings.Contains(r.stderr, want) {
+			t.Errorf("stderr does not say %q:\n%s", want, r.stderr)
+		}
+	}
+	if strings.Contains(r.stderr, "store") {
+		t.Errorf("stderr blames the store:\n%s", r.stderr)
+	}
+}
+
+// A server address without its scheme is refused as wrong usage, naming
+// the flag or variable it came from.
+func TestServerAddressWithoutScheme(t *testing.T) {
+	t.Parallel()
+	s := newTestServer(t)
+	fromEnv := s.command("ls")
+	fromEnv.Env = append(fromEnv.Env, "HOLDFAST_SERVER=127.0.0.1:7091")
+	for _, tc := range []struct {
+		cmd  *exec.Cmd
+		want string
+	}{
+		{fromEnv, `HOLDFAST_SERVER must be a URL such as http://127.0.0.1:7070, not "127.0.0.1:7091"`},
+		{s.command("ls", "--server", "localhost:7070"), `--server must be a URL such as http://127.0.0.1:7070, not "localhost:7070"`},
+	} {
+		r := runToEnd(t, tc.cmd)
+		if r.code != exitUsage || !strings.Contains(r.stderr, tc.want) {
+			t.Errorf("%v: exit %d, want %d saying %q\nstderr: %s", tc.cmd.Args, r.code, exitUsage, tc.want, r.stderr)
+		}
+	}
+}
+
+// commands are the commands the usage text lists.
+func commands(t *testing.T) []string {
+	t.Helper()
+	var names []string
+	for _, line := range strings.Split(usage, "\n") {
+		if rest, ok := strings.CutPrefix(line, "  holdfast "); ok {
+			names = append(names, strings.Fields(rest)[0])
+		}
+	}
+	if len(names) < 13 {
+		t.Fatalf("the usage text lists %v", names)
+	}
+	return names
+}
+
+// Help asked for goes to stdout, so that it can be paged; a mistake goes
+// to stderr with the help, and exits 64.
+func TestHelpAndMistakesOfEveryCommand(t *testing.T) {
+	t.Parallel()
+	s := newTestServer(t)
+	for _, args := range [][]string{{"-h"}, {"help"}} {
+		r := s.run(t, args...)
+		if r.code != exitOK || !strings.Contains(r.stdout, "Exit codes:") || r.stderr != "" {
+			t.Errorf("holdfast %v: exit %d\nstdout: %s\nstderr: %s", args, r.code, r.stdout, r.stderr)
+		}
+	}
+	for _, name := range commands(t) {
+		r := s.run(t, name, "-h")
+		if r.code != exitOK || !strings.HasPrefix(r.stdout, "Usage: holdfast "+name) || !strings.Contains(r.stdout, "Example:") || r.stderr != "" {
+			t.Errorf("holdfast %s -h: exit %d, want 0 with the help on stdout\nstdout: %s\nstderr: %s", name, r.code, r.stdout, r.stderr)
+		}
+		r = s.run(t, name, "--no-such-flag")
+		if r.code != exitUsage || r.stdout != "" ||
+			!strings.HasPrefix(r.stderr, "holdfast: "+name+": flag provided but not defined: -no-such-flag\n") || !strings.Contains(r.stderr, "Usage: holdfast "+name) {
+			t.Errorf("holdfast %s --no-such-flag: exit %d, want %d with the mistake and the help on stderr\nstdout: %s\nstderr: %s", name, r.code, exitUsage, r.stdout, r.stderr)
+		}
+	}
+}
+
+// A misspelled HOLDFAST_* variable is warned of, not refused; the tests'
+// HOLDFAST_TEST_* are not.
+func TestUnknownEnvironmentVariables(t *testing.T) {
+	t.Parallel()
+	s := newTestServer(t)
+	cmd := s.command("ls")
+	cmd.Env = append(cmd.Env, "HOLDFAST_SERVR=http://127.0.0.1:7091", "HOLDFAST_TEST_WHATEVER=1")
+	r := runToEnd(t, cmd)
+	if r.code != exitOK || !strings.Contains(r.stderr, "warning: ignoring HOLDFAST_SERVR") || strings.Contains(r.stderr, "HOLDFAST_TEST_") {
+		t.Errorf("ls with HOLDFAST_SERVR set: exit %d\nstderr: %s", r.code, r.stderr)
+	}
+	if r := s.run(t, "ls"); r.stderr != "" {
+		t.Errorf("ls with only known variables set warns:\n%s", r.stderr)
+	}
+
+	// serve logs it; a store it refuses once the log has started ends it
+	// at once.
+	serve := exec.Command(binary, "serve", "--listen", "127.0.0.1:0", "--store", "redis://localhost:6379", "--log-format", "json")
+	serve.Env = append(environ(), "HOLDFAST_LISTN=127.0.0.1:7071", "HOLDFAST_TEST_WHATEVER=1")
+	r = runToEnd(t, serve)
+	if !strings.Contains(r.stderr, `"level":"WARN"`) || !strings.Contains(r.stderr, `"variable":"HOLDFAST_LISTN"`) || strings.Contains(r.stderr, "HOLDFAST_TEST_") {
+		t.Errorf("serve with HOLDFAST_LISTN set: exit %d\nstderr: %s", r.code, r.stderr)
 	}
 }
 

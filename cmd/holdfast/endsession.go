@@ -27,7 +27,7 @@ func newEndSessionCommand(stdout, stderr io.Writer) *endSessionCommand {
 }
 
 func (c *endSessionCommand) Run(ctx context.Context, args []string) error {
-	fs := newFlagSet(c.stderr, "end-session", endSessionHelp)
+	fs := newFlagSet("end-session", endSessionHelp)
 	var conn connection
 	conn.register(fs)
 	sessions, _, err := parseArgs(fs, args)

@@ -8,6 +8,7 @@ import (
 	"io"
 
 	"github.com/holdfast/holdfast"
+	"github.com/holdfast/holdfast/client"
 )
 
 // Exit codes, as documented in the usage text.
@@ -32,9 +33,13 @@ func usagef(format string, args ...any) error {
 	return &usageError{msg: fmt.Sprintf(format, args...)}
 }
 
-// errUsageShown is returned when the flag package has already told the
-// user what is wrong.
-var errUsageShown = errors.New("usage shown")
+// flagError is a command line that the flag package refused, or -h.
+type flagError struct {
+	fs  *flag.FlagSet
+	err error
+}
+
+func (e *flagError) Error() string { return e.err.Error() }
 
 // exitStatus ends the process with a code without a message: the exit
 // status of the command that "holdfast run" ran.
@@ -43,18 +48,27 @@ type exitStatus int
 func (e exitStatus) Error() string { return fmt.Sprintf("exit status %d", int(e)) }
 
 // report tells the user what went wrong, with what they need to act on it,
-// and returns the exit code.
-func report(stderr io.Writer, err error) int {
+// and returns the exit code. Help asked for with -h goes to stdout.
+func report(stdout, stderr io.Writer, err error) int {
 	var (
-		usage  *usageError
-		status exitStatus
-		locked *holdfast.LockedError
-		lost   *holdfast.LockLostError
+		flags       *flagError
+		usage       *usageError
+		status      exitStatus
+		locked      *holdfast.LockedError
+		lost        *holdfast.LockLostError
+		unreachable *client.UnreachableError
 	)
 	switch {
-	case err == nil, errors.Is(err, flag.ErrHelp):
+	case err == nil:
 		return exitOK
-	case errors.Is(err, errUsageShown):
+	case errors.As(err, &flags) && errors.Is(flags.err, flag.ErrHelp):
+		flags.fs.SetOutput(stdout)
+		flags.fs.Usage()
+		return exitOK
+	case errors.As(err, &flags):
+		fmt.Fprintf(stderr, "holdfast: %s: %s\n\n", flags.fs.Name(), flags.err)
+		flags.fs.SetOutput(stderr)
+		flags.fs.Usage()
 		return exitUsage
 	case errors.As(err, &usage):
 		fmt.Fprintf(stderr, "holdfast: %s\n", usage.msg)
@@ -73,9 +87,15 @@ func report(stderr io.Writer, err error) int {
 	case errors.Is(err, context.Canceled):
 		fmt.Fprintln(stderr, "holdfast: interrupted")
 		return exitInterrupted
+	case errors.As(err, &unreachable):
+		fmt.Fprintf(stderr, "holdfast: %s\nIs \"holdfast serve\" running there? If the server is elsewhere, give its URL with --server or HOLDFAST_SERVER.\n", err)
+		return exitUnavailable
 	case errors.Is(err, holdfast.ErrUnavailable):
 		fmt.Fprintf(stderr, "holdfast: %s\n", err)
 		return exitUnavailable
+	case errors.Is(err, holdfast.ErrInvalid):
+		fmt.Fprintf(stderr, "holdfast: the server refused the request: %s\n", err)
+		return exitUsage
 	case errors.Is(err, holdfast.ErrUnauthenticated), errors.Is(err, holdfast.ErrForbidden):
 		fmt.Fprintf(stderr, "holdfast: %s (set --token or HOLDFAST_TOKEN to a token with the needed role)\n", err)
 		return exitDenied

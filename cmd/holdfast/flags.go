@@ -4,33 +4,52 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net/url"
 	"os"
 	"strings"
 
 	"github.com/holdfast/holdfast/client"
+	"github.com/holdfast/holdfast/internal/config"
 )
 
 const defaultServer = "http://127.0.0.1:7070"
 
-// newFlagSet makes a command's flag set whose -h prints the synopsis and
-// example first.
-func newFlagSet(stderr io.Writer, name, help string) *flag.FlagSet {
+// newFlagSet makes a command's flag set. Its Usage prints the synopsis
+// and example, then the flags, to the set's output, which report chooses:
+// stdout when -h asked for the help, stderr after a mistake.
+func newFlagSet(name, help string) *flag.FlagSet {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs.SetOutput(io.Discard) // until report chooses
 	fs.Usage = func() {
-		fmt.Fprintf(stderr, "%s\nFlags:\n", strings.TrimSpace(help)+"\n")
-		fs.PrintDefaults()
+		fmt.Fprintln(fs.Output(), strings.TrimSpace(help))
+		hasFlags := false
+		fs.VisitAll(func(*flag.Flag) { hasFlags = true })
+		if hasFlags {
+			fmt.Fprint(fs.Output(), "\nFlags:\n")
+			fs.PrintDefaults()
+		}
 	}
 	return fs
 }
 
+// parseFlags parses args with fs; its error, -h included, is a
+// *flagError for report.
+func parseFlags(fs *flag.FlagSet, args []string) error {
+	if err := fs.Parse(args); err != nil {
+		return &flagError{fs: fs, err: err}
+	}
+	return nil
+}
+
 // connection holds the flags every client command shares.
 type connection struct {
+	flags  *flag.FlagSet
 	server string
 	token  string
 }
 
 func (c *connection) register(fs *flag.FlagSet) {
+	c.flags = fs
 	server := os.Getenv("HOLDFAST_SERVER")
 	if server == "" {
 		server = defaultServer
@@ -44,11 +63,38 @@ func (c *connection) client() (*client.Client, error) {
 	if c.token == "" {
 		c.token = os.Getenv("HOLDFAST_TOKEN")
 	}
+	// Where a wrong address came from: the default is right.
+	from := "HOLDFAST_SERVER"
+	c.flags.Visit(func(f *flag.Flag) {
+		if f.Name == "server" {
+			from = "--server"
+		}
+	})
+	if err := checkServerURL(from, c.server); err != nil {
+		return nil, err
+	}
 	cl, err := client.New(client.Config{BaseURL: c.server, Token: c.token, UserAgent: "holdfast-cli"})
 	if err != nil {
-		return nil, &usageError{msg: err.Error()}
+		return nil, usagef("%s: %v", from, err)
 	}
 	return cl, nil
+}
+
+// checkServerURL refuses a server address that is not an http or https
+// URL, such as one without its scheme, saying where it came from.
+func checkServerURL(from, server string) error {
+	if u, err := url.Parse(server); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return usagef("%s must be a URL such as %s, not %q", from, defaultServer, server)
+	}
+	return nil
+}
+
+// warnUnknownEnv warns of the HOLDFAST_* variables that holdfast does not
+// read: most likely misspelled, and nothing else would say so.
+func warnUnknownEnv(stderr io.Writer) {
+	for _, name := range config.UnknownEnv(os.Environ()) {
+		fmt.Fprintf(stderr, "holdfast: warning: ignoring %s, which holdfast does not read; is it misspelled? (\"holdfast -h\" and \"holdfast serve -h\" name the variables it reads)\n", name)
+	}
 }
 
 // parseArgs parses flags wherever they stand among the positional
@@ -79,11 +125,8 @@ func parseArgs(fs *flag.FlagSet, args []string) (positional, rest []string, err 
 			positional = append(positional, arg)
 		}
 	}
-	if err := fs.Parse(flags); err != nil {
-		if err == flag.ErrHelp {
-			return nil, nil, err
-		}
-		return nil, nil, errUsageShown
+	if err := parseFlags(fs, flags); err != nil {
+		return nil, nil, err
 	}
 	return positional, rest, nil
 }

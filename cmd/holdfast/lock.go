@@ -29,7 +29,7 @@ func newLockCommand(stdout, stderr io.Writer) *lockCommand {
 }
 
 func (c *lockCommand) Run(ctx context.Context, args []string) error {
-	fs := newFlagSet(c.stderr, "lock", lockHelp)
+	fs := newFlagSet("lock", lockHelp)
 	var conn connection
 	conn.register(fs)
 	var (

@@ -28,7 +28,7 @@ func newListCommand(stdout, stderr io.Writer) *listCommand {
 }
 
 func (c *listCommand) Run(ctx context.Context, args []string) error {
-	fs := newFlagSet(c.stderr, "ls", listHelp)
+	fs := newFlagSet("ls", listHelp)
 	var conn connection
 	conn.register(fs)
 	var q holdfast.LockQuery

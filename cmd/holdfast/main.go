@@ -40,7 +40,8 @@ Exit codes:
   3   lock lost: the lock expired, was released, force-released or taken over
   4   the server or its store is unavailable; retry later
   5   not authenticated or not allowed (check --token)
-  64  wrong usage
+  64  wrong usage: a flag, argument or setting is missing or wrong, or the
+      server refused the request as invalid (a key that starts with /, say)
   130 interrupted (Ctrl-C)
   "holdfast run" exits with its command's status (128+N if killed by signal N),
   127 if the command is not found, 126 if it cannot be run
@@ -64,6 +65,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
 		fmt.Fprint(stderr, usage)
 		return exitUsage
+	}
+	if args[0] != "serve" { // which logs them
+		warnUnknownEnv(stderr)
 	}
 	var cmd command
 	switch args[0] {
@@ -100,5 +104,5 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "holdfast: unknown command %q\n\n%s", args[0], usage)
 		return exitUsage
 	}
-	return report(stderr, cmd.Run(ctx, args[1:]))
+	return report(stdout, stderr, cmd.Run(ctx, args[1:]))
 }

@@ -2,8 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -35,14 +33,11 @@ func newMigrateCommand(stdout, stderr io.Writer) *migrateCommand {
 }
 
 func (c *migrateCommand) Run(ctx context.Context, args []string) error {
-	fs := newFlagSet(c.stderr, "holdfast migrate", migrateHelp)
+	fs := newFlagSet("migrate", migrateHelp)
 	dsn := fs.String("store", os.Getenv("HOLDFAST_STORE"), "PostgreSQL `URL` (env HOLDFAST_STORE)")
 	schema := fs.String("schema", envOr("HOLDFAST_SCHEMA", config.DefaultSchema), "PostgreSQL `schema` of holdfast's tables (env HOLDFAST_SCHEMA)")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return err
-		}
-		return errUsageShown
+	if err := parseFlags(fs, args); err != nil {
+		return err
 	}
 	if fs.NArg() > 0 {
 		return usagef("migrate: unexpected arguments: %s", strings.Join(fs.Args(), " "))

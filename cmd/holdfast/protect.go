@@ -2,8 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -57,7 +55,7 @@ func (c *protectCommand) Run(ctx context.Context, args []string) error {
 	if c.remove {
 		name, help = "unprotect", unprotectHelp
 	}
-	fs := newFlagSet(c.stderr, "holdfast "+name, help)
+	fs := newFlagSet(name, help)
 	dsn := fs.String("store", os.Getenv("HOLDFAST_STORE"), "PostgreSQL `URL` (env HOLDFAST_STORE)")
 	table := fs.String("table", "", "the `table` to protect, schema-qualified if need be")
 	var schema, key *string
@@ -65,11 +63,8 @@ func (c *protectCommand) Run(ctx context.Context, args []string) error {
 		schema = fs.String("schema", envOr("HOLDFAST_SCHEMA", config.DefaultSchema), "PostgreSQL `schema` of holdfast's tables (env HOLDFAST_SCHEMA)")
 		key = fs.String("key", "", "SQL `expression` over the row's columns giving its lock key")
 	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return err
-		}
-		return errUsageShown
+	if err := parseFlags(fs, args); err != nil {
+		return err
 	}
 	switch {
 	case fs.NArg() > 0:

@@ -51,7 +51,7 @@ func newRunCommand(stdout, stderr io.Writer) *runCommand {
 }
 
 func (c *runCommand) Run(ctx context.Context, args []string) error {
-	fs := newFlagSet(c.stderr, "run", runHelp)
+	fs := newFlagSet("run", runHelp)
 	var conn connection
 	conn.register(fs)
 	var (

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -28,6 +27,18 @@ import (
 	"github.com/holdfast/holdfast/store"
 )
 
+const serveHelp = `
+Usage: holdfast serve [--listen 127.0.0.1:7070] [--store DSN] [--config FILE] [flags]
+
+Serves the holdfast HTTP API. Every flag can also be set by a HOLDFAST_*
+environment variable or in the TOML config file; flags win over the
+environment, which wins over the file. Bearer tokens come from
+HOLDFAST_TOKENS ("role:token,role:token") or the file's tokens key.
+
+Example:
+  HOLDFAST_TOKENS=admin:s3cret holdfast serve --listen 0.0.0.0:7070 --store /var/lib/holdfast
+`
+
 // serveCommand runs the lock server until its context is cancelled
 // (SIGINT or SIGTERM), then shuts down gracefully.
 type serveCommand struct {
@@ -40,29 +51,17 @@ func newServeCommand(stdout, stderr io.Writer) *serveCommand {
 }
 
 func (c *serveCommand) Run(ctx context.Context, args []string) error {
-	fs := flag.NewFlagSet("holdfast serve", flag.ContinueOnError)
-	fs.SetOutput(c.stderr)
-	fs.Usage = func() {
-		fmt.Fprint(c.stderr, `Usage: holdfast serve [--listen 127.0.0.1:7070] [--store DSN] [--config FILE] [flags]
-
-Serves the holdfast HTTP API. Every flag can also be set by a HOLDFAST_*
-environment variable or in the TOML config file; flags win over the
-environment, which wins over the file. Bearer tokens come from
-HOLDFAST_TOKENS ("role:token,role:token") or the file's tokens key.
-
-Example:
-  HOLDFAST_TOKENS=admin:s3cret holdfast serve --listen 0.0.0.0:7070 --store /var/lib/holdfast
-
-Flags:
-`)
-		fs.PrintDefaults()
-	}
-	cfg, err := config.Load(fs, args, c.getenv)
-	if err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return nil
-		}
+	fs := newFlagSet("serve", serveHelp)
+	flags := config.RegisterFlags(fs)
+	if err := parseFlags(fs, args); err != nil {
 		return err
+	}
+	if fs.NArg() > 0 {
+		return usagef("serve: unexpected arguments: %s (serve takes flags only)", strings.Join(fs.Args(), " "))
+	}
+	cfg, err := flags.Load(c.getenv)
+	if err != nil {
+		return usagef("serve: %v", err)
 	}
 	// The request log's lines share writes under load instead of costing
 	// each request a system call of its own (docs/BENCHMARKS-HISTORY.md); Close,
@@ -72,6 +71,9 @@ Flags:
 	log, err := newLogger(out, cfg)
 	if err != nil {
 		return err
+	}
+	for _, name := range config.UnknownEnv(os.Environ()) {
+		log.Warn("ignoring an environment variable that holdfast does not read; is it misspelled? (holdfast serve -h names those it reads)", "variable", name)
 	}
 	tokens, err := cfg.ServerTokens()
 	if err != nil {
@@ -203,9 +205,9 @@ func openStore(ctx context.Context, cfg config.Config, log *slog.Logger) (store.
 		case "postgres", "postgresql":
 			return openPostgres(ctx, cfg, log)
 		case "redis", "rediss", "etcd":
-			return nil, nil, fmt.Errorf("store %s://…: not supported yet; use a directory for the embedded store, or postgres://", scheme)
+			return nil, nil, usagef("store %s://…: not supported yet; use a directory for the embedded store, or postgres://", scheme)
 		default:
-			return nil, nil, fmt.Errorf("store %s://…: unknown kind of store (want a directory, postgres://, redis:// or etcd://)", scheme)
+			return nil, nil, usagef("store %s://…: unknown kind of store (want a directory, postgres://, redis:// or etcd://)", scheme)
 		}
 	}
 	earlier, err := pebblestore.Present(dsn)
@@ -321,7 +323,7 @@ func openPostgres(ctx context.Context, cfg config.Config, log *slog.Logger) (sto
 func connectPostgres(ctx context.Context, dsn string) (*pgxpool.Pool, error) {
 	pcfg, err := pgxpool.ParseConfig(dsn)
 	if err != nil {
-		return nil, errors.New("store: not a valid postgres:// URL (check its syntax and its pool_* parameters)")
+		return nil, usagef("store: not a valid postgres:// URL (check its syntax and its pool_* parameters)")
 	}
 	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
 	if err != nil {

@@ -29,7 +29,7 @@ func newUnlockCommand(stdout, stderr io.Writer) *unlockCommand {
 }
 
 func (c *unlockCommand) Run(ctx context.Context, args []string) error {
-	fs := newFlagSet(c.stderr, "unlock", unlockHelp)
+	fs := newFlagSet("unlock", unlockHelp)
 	var conn connection
 	conn.register(fs)
 	var req holdfast.ReleaseRequest

@@ -8,6 +8,16 @@ import (
 	"runtime/debug"
 )
 
+const versionHelp = `
+Usage: holdfast version
+
+Prints holdfast's version, the commit it was built from, and the Go
+version and platform it was built with.
+
+Example:
+  holdfast version
+`
+
 type versionCommand struct {
 	stdout io.Writer
 }
@@ -17,7 +27,11 @@ func newVersionCommand(stdout io.Writer) *versionCommand {
 }
 
 func (c *versionCommand) Run(ctx context.Context, args []string) error {
-	if len(args) > 0 {
+	fs := newFlagSet("version", versionHelp)
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
 		return usagef("version takes no arguments")
 	}
 	version, vcs := "unknown", ""

@@ -28,7 +28,7 @@ func newWhoCommand(stdout, stderr io.Writer) *whoCommand {
 }
 
 func (c *whoCommand) Run(ctx context.Context, args []string) error {
-	fs := newFlagSet(c.stderr, "who", whoHelp)
+	fs := newFlagSet("who", whoHelp)
 	var conn connection
 	conn.register(fs)
 	asJSON := fs.Bool("json", false, "print the locks as JSON")

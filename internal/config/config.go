@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -134,56 +135,69 @@ func Default() Config {
 	}
 }
 
-// Load registers the flags on fs, parses args, and returns the defaults
-// overridden by the file (--config or HOLDFAST_CONFIG), then by the
-// environment (read through getenv), then by the flags given, validated.
-func Load(fs *flag.FlagSet, args []string, getenv func(string) string) (Config, error) {
-	configPath := fs.String("config", "", "TOML configuration `file` (env HOLDFAST_CONFIG)")
-	def := Default()
-	flagKeys := []struct {
-		key, usage, def string
-		isBool          bool
-	}{
-		{"listen", "`address` to serve on", def.Listen, false},
-		{"store", "lock store `DSN`: a directory for the embedded store, or a postgres:// URL", def.Store, false},
-		{"schema", "PostgreSQL `schema` of holdfast's tables", def.Schema, false},
-		{"store_timeout", "how long a request waits for PostgreSQL, or for the embedded store's disk, before failing with 503 (`duration`)", def.StoreTimeout.String(), false},
-		{"migrate_on_start", "create or upgrade the PostgreSQL tables at start", "false", true},
-		{"sweep_interval", "how often expired locks are swept (`duration`)", def.SweepInterval.String(), false},
-		{"audit_retention", "how long audit entries are kept (`duration`)", def.AuditRetention.String(), false},
-		{"max_body_bytes", "largest request body in `bytes`", strconv.FormatInt(def.MaxBodyBytes, 10), false},
-		{"tls_cert", "TLS certificate PEM `file`", "", false},
-		{"tls_key", "TLS private key PEM `file`", "", false},
-		{"shutdown_timeout", "how long in-flight requests may finish on SIGTERM (`duration`)", def.ShutdownTimeout.String(), false},
-		{"log_format", "log `format`: text or json", def.LogFormat, false},
-		{"log_level", "log `level`: debug, info, warn or error", def.LogLevel, false},
-		{"debug_listen", "loopback `address` serving Go's profiler at /debug/pprof/ (default: none)", "", false},
+// Flags are holdfast serve's flags: --config, and one for each setting but
+// tokens and the types.
+type Flags struct {
+	fs     *flag.FlagSet
+	config *string
+	values map[string]*string // by key
+}
+
+// flagKeys are the settings that flags can set, with their usage and the
+// default they show.
+var flagKeys = []struct {
+	key, usage, def string
+	isBool          bool
+}{
+	{"listen", "`address` to serve on", DefaultListen, false},
+	{"store", "lock store `DSN`: a directory for the embedded store, or a postgres:// URL", DefaultStore, false},
+	{"schema", "PostgreSQL `schema` of holdfast's tables", DefaultSchema, false},
+	{"store_timeout", "how long a request waits for PostgreSQL, or for the embedded store's disk, before failing with 503 (`duration`)", DefaultStoreTimeout.String(), false},
+	{"migrate_on_start", "create or upgrade the PostgreSQL tables at start", "false", true},
+	{"sweep_interval", "how often expired locks are swept (`duration`)", DefaultSweepInterval.String(), false},
+	{"audit_retention", "how long audit entries are kept (`duration`)", DefaultAuditRetention.String(), false},
+	{"max_body_bytes", "largest request body in `bytes`", strconv.FormatInt(DefaultMaxBodyBytes, 10), false},
+	{"tls_cert", "TLS certificate PEM `file`", "", false},
+	{"tls_key", "TLS private key PEM `file`", "", false},
+	{"shutdown_timeout", "how long in-flight requests may finish on SIGTERM (`duration`)", DefaultShutdownTimeout.String(), false},
+	{"log_format", "log `format`: text or json", DefaultLogFormat, false},
+	{"log_level", "log `level`: debug, info, warn or error", DefaultLogLevel, false},
+	{"debug_listen", "loopback `address` serving Go's profiler at /debug/pprof/ (default: none)", "", false},
+}
+
+// RegisterFlags registers the flags on fs, which the caller then parses.
+func RegisterFlags(fs *flag.FlagSet) *Flags {
+	f := &Flags{
+		fs:     fs,
+		config: fs.String("config", "", "TOML configuration `file` (env HOLDFAST_CONFIG)"),
+		values: make(map[string]*string, len(flagKeys)),
 	}
-	values := make(map[string]*string, len(flagKeys))
 	for _, k := range flagKeys {
 		env := "HOLDFAST_" + strings.ToUpper(k.key)
 		name, usage := strings.ReplaceAll(k.key, "_", "-"), k.usage+" (env "+env+")"
 		if k.isBool {
 			v := boolFlag(k.def)
 			fs.Var(&v, name, usage)
-			values[k.key] = (*string)(&v)
+			f.values[k.key] = (*string)(&v)
 			continue
 		}
-		values[k.key] = fs.String(name, k.def, usage)
+		f.values[k.key] = fs.String(name, k.def, usage)
 	}
-	if err := fs.Parse(args); err != nil {
-		return Config{}, err
-	}
-	if fs.NArg() > 0 {
-		return Config{}, fmt.Errorf("unexpected arguments: %s", strings.Join(fs.Args(), " "))
-	}
-	given := make(map[string]bool)
-	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
+	return f
+}
 
-	cfg := def
+// Load returns the defaults overridden by the file (--config or
+// HOLDFAST_CONFIG), then by the environment (read through getenv), then by
+// the flags given, validated. The flag set must have parsed the command
+// line.
+func (f *Flags) Load(getenv func(string) string) (Config, error) {
+	given := make(map[string]bool)
+	f.fs.Visit(func(fl *flag.Flag) { given[fl.Name] = true })
+
+	cfg := Default()
 	path := getenv("HOLDFAST_CONFIG")
 	if given["config"] {
-		path = *configPath
+		path = *f.config
 	}
 	if path != "" {
 		if err := cfg.readFile(path); err != nil {
@@ -198,7 +212,7 @@ func Load(fs *flag.FlagSet, args []string, getenv func(string) string) (Config, 
 		if !given[name] {
 			continue
 		}
-		if err := cfg.set(k.key, *values[k.key]); err != nil {
+		if err := cfg.set(k.key, *f.values[k.key]); err != nil {
 			return Config{}, fmt.Errorf("--%s: %w", name, err)
 		}
 	}
@@ -244,6 +258,32 @@ func (c *Config) readFile(path string) error {
 var envKeys = []string{
 	"listen", "store", "schema", "store_timeout", "migrate_on_start", "tokens", "sweep_interval", "audit_retention", "max_body_bytes",
 	"tls_cert", "tls_key", "shutdown_timeout", "log_format", "log_level", "debug_listen",
+}
+
+// clientEnv are the variables the client commands read, and the one that
+// holdfast run sets for its command, which may run holdfast in turn.
+var clientEnv = []string{"HOLDFAST_SERVER", "HOLDFAST_TOKEN", "HOLDFAST_SESSION"}
+
+// UnknownEnv returns the names of the HOLDFAST_* variables of environ (as
+// os.Environ gives it) that holdfast does not read, most likely misspelled
+// ones, in order. HOLDFAST_TEST_* variables are the tests' own.
+func UnknownEnv(environ []string) []string {
+	known := map[string]bool{"HOLDFAST_CONFIG": true}
+	for _, key := range envKeys {
+		known["HOLDFAST_"+strings.ToUpper(key)] = true
+	}
+	for _, name := range clientEnv {
+		known[name] = true
+	}
+	var unknown []string
+	for _, kv := range environ {
+		name, _, _ := strings.Cut(kv, "=")
+		if strings.HasPrefix(name, "HOLDFAST_") && !strings.HasPrefix(name, "HOLDFAST_TEST_") && !known[name] {
+			unknown = append(unknown, name)
+		}
+	}
+	slices.Sort(unknown)
+	return unknown
 }
 
 func (c *Config) readEnv(getenv func(string) string) error {
@@ -314,7 +354,7 @@ func (c *Config) Validate() error {
 		return errors.New("listen: an address is required")
 	}
 	if _, _, err := net.SplitHostPort(c.Listen); err != nil {
-		return fmt.Errorf("listen %q: %w", c.Listen, err)
+		return fmt.Errorf("listen %q: want host:port, like %s (port 0 picks a free one)", c.Listen, DefaultListen)
 	}
 	if c.Store == "" {
 		return errors.New("store: a DSN is required")
@@ -344,8 +384,13 @@ func (c *Config) Validate() error {
 			return fmt.Errorf("%s %v: must be positive", d.name, d.value)
 		}
 	}
-	if c.DebugListen != "" && !IsLoopback(c.DebugListen) {
-		return fmt.Errorf("debug_listen %s: the profiler shows the process's memory, so it only listens on a loopback address", c.DebugListen)
+	if c.DebugListen != "" {
+		if _, _, err := net.SplitHostPort(c.DebugListen); err != nil {
+			return fmt.Errorf("debug_listen %q: want host:port, like 127.0.0.1:6060", c.DebugListen)
+		}
+		if !IsLoopback(c.DebugListen) {
+			return fmt.Errorf("debug_listen %s: the profiler shows the process's memory, so it only listens on a loopback address", c.DebugListen)
+		}
 	}
 	if (c.TLSCert == "") != (c.TLSKey == "") {
 		return errors.New("tls_cert and tls_key go together: set both or neither")

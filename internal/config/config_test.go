@@ -17,7 +17,11 @@ func load(t *testing.T, args []string, env map[string]string) (Config, error) {
 	t.Helper()
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
-	return Load(fs, args, func(name string) string { return env[name] })
+	flags := RegisterFlags(fs)
+	if err := fs.Parse(args); err != nil {
+		return Config{}, err
+	}
+	return flags.Load(func(name string) string { return env[name] })
 }
 
 func writeFile(t *testing.T, text string) string {
@@ -216,7 +220,8 @@ func TestRefused(t *testing.T) {
 		{name: "bad schema", args: []string{"--schema", "Locks; DROP"}, want: "schema"},
 		{name: "bad migrate flag", env: map[string]string{"HOLDFAST_MIGRATE_ON_START": "maybe"}, want: "HOLDFAST_MIGRATE_ON_START"},
 		{name: "profiler off loopback", args: []string{"--debug-listen", "0.0.0.0:6060"}, want: "debug_listen"},
-		{name: "extra argument", args: []string{"now"}, want: "unexpected arguments"},
+		{name: "listen without port", args: []string{"--listen", "127.0.0.1"}, want: `listen "127.0.0.1": want host:port, like 127.0.0.1:7070`},
+		{name: "profiler without port", args: []string{"--debug-listen", "127.0.0.1"}, want: `debug_listen "127.0.0.1": want host:port`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -232,6 +237,25 @@ func TestRefused(t *testing.T) {
 				t.Fatalf("error reveals a token: %v", err)
 			}
 		})
+	}
+}
+
+func TestUnknownEnv(t *testing.T) {
+	t.Parallel()
+	environ := []string{
+		"HOLDFAST_LISTN=127.0.0.1:7071", "HOLDFAST_LISTEN=127.0.0.1:7070", "HOLDFAST_CONFIG=", "HOLDFAST_TOKENS=admin:x",
+		"HOLDFAST_SERVER=http://127.0.0.1:7070", "HOLDFAST_TOKEN=x", "HOLDFAST_SESSION=s-1", "HOLDFAST_DEBUG_LISTEN=",
+		"HOLDFAST_TEST_POSTGRES=postgres://", "HOLDFAST_SERVR=http://x", "HOLDFAST_=", "PATH=/bin", "holdfast_listn=x",
+	}
+	if got, want := strings.Join(UnknownEnv(environ), " "), "HOLDFAST_ HOLDFAST_LISTN HOLDFAST_SERVR"; got != want {
+		t.Errorf("UnknownEnv = %s, want %s", got, want)
+	}
+	var every []string
+	for _, key := range envKeys {
+		every = append(every, "HOLDFAST_"+strings.ToUpper(key)+"=x")
+	}
+	if got := UnknownEnv(every); len(got) != 0 {
+		t.Errorf("UnknownEnv of every setting's variable = %v, want none", got)
 	}
 }
 

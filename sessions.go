@@ -40,7 +40,7 @@ func (h *heartbeatOp) run(o *op) error {
 		return err
 	}
 	if s.Ended() { // ended before, or just now for being idle
-		return o.endedHeartbeat(s)
+		return o.endedError(s)
 	}
 	activity := live && (req.IdleTimeout == 0 || time.Duration(req.IdleTimeout) == s.IdleTimeout)
 	if !live {
@@ -100,43 +100,14 @@ func (o *op) reportLost(session string) ([]LostLock, error) {
 	return out, nil
 }
 
-// endedHeartbeat answers the heartbeat of an ended session with its
-// *LockLostError. That answer is the session's previous heartbeat for the
-// lost list of its next one (API.md: "each lock the session lost since
-// its previous heartbeat"), should an acquire start it again: the caller
-// has just learnt that the session ended and everything it held is gone,
-// so a loss from before, a force release say, is not listed to it later
-// as news. Its records stay, for renew and verify of those grants.
-func (o *op) endedHeartbeat(s store.Session) error {
-	lost, err := o.tx.Lost(s.ID)
-	if err != nil {
-		return err
-	}
-	for _, l := range lost {
-		if l.Reported {
-			continue
-		}
-		l.Reported = true
-		if err := o.tx.PutLost(l); err != nil {
-			return err
-		}
-	}
-	return o.sessionEnded(s, lost)
-}
-
 // endedError tells a late caller that its session ended, why, and which
 // locks it lost with it.
 func (o *readOp) endedError(s store.Session) error {
+	reason := LostReason(s.EndReason)
 	lost, err := o.rtx.Lost(s.ID)
 	if err != nil {
 		return err
 	}
-	return o.sessionEnded(s, lost)
-}
-
-// sessionEnded is endedError from the session's lost records.
-func (o *readOp) sessionEnded(s store.Session, lost []store.Lost) *LockLostError {
-	reason := LostReason(s.EndReason)
 	released := []Lock{}
 	for _, l := range lost {
 		if l.Reason == s.EndReason && l.At.Equal(s.EndedAt) {

@@ -287,10 +287,10 @@ func apply(st state, in Input) (state, bool) {
 		return endSession(st, in.Session), true
 	case Heartbeat:
 		s, _ := st.session(in.Session)
-		s.pending, s.unsure = nil, false
 		if s.ended {
-			return st.withSession(s), true // refused, and the previous heartbeat
+			return st, false
 		}
+		s.pending, s.unsure = nil, false
 		return st.withSession(s).started(in.Session, in.IdleTimeout), true
 	case Renew:
 		return renew(st, in)
@@ -441,11 +441,7 @@ func check(st state, in Input, out Output) (state, bool) {
 	case Heartbeat:
 		s, _ := st.session(in.Session)
 		if s.ended {
-			// Refused, it is still the previous heartbeat of the next
-			// one, should the session start again: the caller learnt that
-			// everything is gone, so no earlier loss is news to it.
-			s.pending, s.unsure = nil, false
-			return st.withSession(s), out.Outcome == Lost
+			return st, out.Outcome == Lost
 		}
 		if out.Outcome != OK || out.Held != st.heldBy(in.Session) || !s.unsure && !sameLosses(s.pending, out.Losses) {
 			return st, false

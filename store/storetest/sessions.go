@@ -17,7 +17,7 @@ var sessionCases = []testCase{
 	{"HeartbeatAfterEnd", testHeartbeatAfterEnd},
 	{"HeartbeatAfterIdle", testHeartbeatAfterIdle},
 	{"AcquireRestartsEndedSession", testAcquireRestartsEndedSession},
-	{"EndedHeartbeatIsThePreviousOne", testEndedHeartbeatIsThePreviousOne},
+	{"EndedHeartbeatTellsOnlyTheEnd", testEndedHeartbeatTellsOnlyTheEnd},
 	{"RestartKeepsUntoldLosses", testRestartKeepsUntoldLosses},
 	{"HeartbeatStartsSession", testHeartbeatStartsSession},
 	{"EndUnknownSession", testEndUnknownSession},
@@ -177,12 +177,13 @@ func testAcquireRestartsEndedSession(e *env) {
 	e.session("s-bob")
 }
 
-// API.md: a heartbeat's lost list holds each lock lost "since its previous
-// heartbeat". The 409 that tells the caller its session ended is a
-// heartbeat: a loss before it is not news to the session started anew by
-// an acquire (an edit page would show a stale "an administrator released
-// your lock" banner). Its record stays, for renew and verify of that grant.
-func testEndedHeartbeatIsThePreviousOne(e *env) {
+// The 409 that tells a heartbeat its session ended lists in released the
+// locks that went with the session, and only those: a lock lost before, a
+// force release say, it does not tell (API.md: the force-released holder's
+// "next heartbeat lists it under lost"). So the first heartbeat of the
+// session started anew by an acquire lists that loss, once, with who and
+// why. Renew and verify still name the grants of either life.
+func testEndedHeartbeatTellsOnlyTheEnd(e *env) {
 	ends := map[string]struct {
 		end    func(e *env)
 		reason holdfast.LostReason
@@ -210,7 +211,9 @@ func testEndedHeartbeatIsThePreviousOne(e *env) {
 			e.advance(time.Minute)
 			again := e.grant(exclusive("order/3", owner("bob")))
 			hb := e.heartbeat("s-bob")
-			wantLost(e, "first heartbeat of the session started anew", hb.Lost, nil)
+			want := []holdfast.LostLock{{Lock: forced, Reason: holdfast.LostForceReleased, Actor: "alice", ForceReason: "Bob is on leave"}}
+			wantLost(e, "first heartbeat of the session started anew", hb.Lost, want)
+			wantLost(e, "second heartbeat of the session started anew", e.heartbeat("s-bob").Lost, nil)
 			if hb.Session.Locks != 1 {
 				t.Fatalf("session started anew counts %d locks, want 1 (%s)", hb.Session.Locks, fmtLock(again))
 			}

@@ -324,7 +324,7 @@ func (m *Manager) lead(self *pending, g *group) {
 		}()
 	}
 	l := &self.leader
-	l.m, l.self, l.ran = m, self, false
+	l.m, l.self, l.ran, l.submitted = m, self, false, false
 	defer m.groups.done()
 	// unanswered are the operations not answered yet (an answered one
 	// may be another caller's already): if the store panics, or ends the
@@ -338,6 +338,7 @@ func (m *Manager) lead(self *pending, g *group) {
 		}
 		v := recover()
 		l.opsRan()
+		l.unsure()
 		for _, p := range unanswered {
 			if p != self {
 				p.err = &UnavailableError{RetryAfter: time.Second, Err: errStorePanicked}
@@ -460,14 +461,7 @@ func (l *leader) commit(ctx context.Context, ops []*pending) (failed *pending) {
 		if storeDown(err) {
 			l.down = ops[0].err // err as settle gave it to them
 		}
-		if l.submitted {
-			// The store may have committed what the operations wrote
-			// and failed only to say so (a commit whose answer was
-			// lost, a disk that stalled before making it durable): its
-			// entries are not published, so subscribers resume from the
-			// audit log, which has them if it did.
-			l.m.events.dropAll()
-		}
+		l.unsure()
 	}
 	for _, p := range ops {
 		if p != l.self {
@@ -475,6 +469,24 @@ func (l *leader) commit(ctx context.Context, ops []*pending) (failed *pending) {
 		}
 	}
 	return nil
+}
+
+// unsure is called when the store failed, or panicked in, the last
+// transaction. If its body ran to the end, the store may have committed
+// what the operations wrote and failed only to say so (a commit whose
+// answer was lost, a disk that stalled before making it durable): their
+// audit entries will not be published, so every subscriber is dropped, to
+// resume from the audit log, which has them if it did.
+func (l *leader) unsure() {
+	if !l.submitted {
+		return
+	}
+	for entries := range audits(l.ops) {
+		if len(entries) > 0 {
+			l.m.events.dropAll()
+			return
+		}
+	}
 }
 
 // transact is the body of the transaction, bound to l.body once.

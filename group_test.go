@@ -1586,6 +1586,7 @@ const (
 	answer = iota
 	failBefore
 	failAfter
+	panicAfter
 )
 
 func (s *unsureStore) Update(ctx context.Context, fn func(store.Tx) error) error {
@@ -1597,6 +1598,11 @@ func (s *unsureStore) Update(ctx context.Context, fn func(store.Tx) error) error
 			return err
 		}
 		return fmt.Errorf("committed, but the answer was lost: %w", store.ErrUnavailable)
+	case panicAfter:
+		if err := s.Store.Update(ctx, fn); err != nil {
+			return err
+		}
+		panic("the store panicked after committing")
 	}
 	return s.Store.Update(ctx, fn)
 }
@@ -1643,5 +1649,34 @@ func TestSubscribersResumeAfterACommitOfUnknownOutcome(t *testing.T) {
 	}
 	if len(page.Entries) != 1 || page.Entries[0].Event != holdfast.EventAcquired {
 		t.Fatalf("audit of order/3 = %+v, want its acquire, where the dropped subscriber resumes", page.Entries)
+	}
+
+	// A transaction that wrote no audit entry (a heartbeat) has nothing
+	// a subscriber could miss.
+	entries, cancel = m.Subscribe("")
+	defer cancel()
+	s.mode.Store(failAfter)
+	if _, err := m.Heartbeat(ctx, holdfast.HeartbeatRequest{Session: "s-3"}); !errors.Is(err, holdfast.ErrUnavailable) {
+		t.Fatalf("heartbeat whose answer was lost = %v, want unavailable", err)
+	}
+	select {
+	case e, ok := <-entries:
+		t.Fatalf("after a heartbeat whose answer was lost the subscriber got %+v (open %v), want nothing", e, ok)
+	default:
+	}
+	// Nor does a store that panics after committing get past unseen.
+	s.mode.Store(panicAfter)
+	func() {
+		defer func() { recover() }()
+		m.Acquire(ctx, acquireReq("order/4", "s-4"))
+	}()
+	s.mode.Store(answer)
+	select {
+	case e, ok := <-entries:
+		if ok {
+			t.Fatalf("subscriber got %+v, want its channel closed by the panic, not before", e)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("a store that panicked after committing left the subscriber waiting")
 	}
 }

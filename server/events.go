@@ -65,11 +65,22 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	entries, cancel := s.mgr.Subscribe(prefix)
 	defer func() { cancel() }()
+	// Before the headers, so that a store that cannot answer is a 503.
 	if resume {
-		// Before the headers, so that a store that cannot answer is a 503.
 		if err := s.replay(ctx, prefix, st); err != nil {
 			writeError(w, err)
 			return
+		}
+	} else {
+		// Should the stream be dropped before it sends an entry, it
+		// catches up from here, not from the start of the audit log.
+		page, err := s.mgr.Audit(ctx, holdfast.AuditQuery{Newest: true, Limit: 1})
+		if err != nil {
+			writeError(w, fmt.Errorf("reading the audit log: %w", err))
+			return
+		}
+		if len(page.Entries) > 0 {
+			st.sent.begin(page.Entries[0].ID)
 		}
 	}
 	h := w.Header()
@@ -213,6 +224,11 @@ type sentIDs struct {
 func (s *sentIDs) resume(last uint64) {
 	*s = sentIDs{started: true, since: last, floor: last, top: last}
 }
+
+// begin sets where a stream that did not resume began: newest, the
+// newest ID of the audit log when it subscribed. Its first entry sets it
+// anew (see add).
+func (s *sentIDs) begin(newest uint64) { s.since = newest }
 
 // replayFrom is the ID after which catching up reads the audit log: the
 // window, not what came before the stream began.

@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -131,6 +132,29 @@ func (s *eventStream) nextEntry() entry {
 		s.t.Fatalf("id %q and event %q disagree with data %s", e.id, e.event, e.data)
 	}
 	return en
+}
+
+// A commit whose answer was lost drops every stream, which catches up
+// from the audit log; one that had sent nothing yet catches up from where
+// it began, not from the start of the log.
+func TestEventsAfterACommitOfUnknownOutcome(t *testing.T) {
+	t.Parallel()
+	lose := &atomic.Bool{}
+	h := newHarness(t, options{loseAnswers: lose})
+	for _, key := range []string{"old/1", "old/2", "old/3"} {
+		h.post("/v1/locks/acquire", acquireBody("s1", key), 200)
+	}
+	s := h.stream("", "")
+	lose.Store(true)
+	wantError(t, h.call("POST", "/v1/locks/acquire", clientToken, acquireBody("s2", "new/1")), 503, "unavailable", "")
+	lose.Store(false)
+	if e := s.nextEntry(); e.Event != "acquired" || e.Lock.Key != "new/1" {
+		t.Fatalf("after the drop the stream sent %+v, want the acquire of new/1 that committed", e)
+	}
+	h.post("/v1/locks/acquire", acquireBody("s2", "new/2"), 200)
+	if e := s.nextEntry(); e.Lock.Key != "new/2" {
+		t.Fatalf("then the stream sent %+v, want the acquire of new/2", e)
+	}
 }
 
 func TestEventsLiveWithPrefix(t *testing.T) {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -11,6 +12,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -64,6 +66,9 @@ type options struct {
 	// or the transaction's context ends; failWrites fails them all.
 	stall      chan struct{}
 	failWrites error
+	// loseAnswers, while true, fails every write transaction after it
+	// committed, as a store whose answer was lost does.
+	loseAnswers *atomic.Bool
 }
 
 // faultyStore holds its write transactions until stall is closed, or
@@ -72,11 +77,18 @@ type faultyStore struct {
 	store.Store
 	stall chan struct{}
 	fail  error
+	lose  *atomic.Bool
 }
 
 func (s faultyStore) Update(ctx context.Context, fn func(store.Tx) error) error {
 	if s.fail != nil {
 		return s.fail
+	}
+	if s.lose != nil {
+		if err := s.Store.Update(ctx, fn); err != nil || !s.lose.Load() {
+			return err
+		}
+		return fmt.Errorf("committed, but the answer was lost: %w", store.ErrUnavailable)
 	}
 	select {
 	case <-s.stall:
@@ -126,8 +138,8 @@ func newHarness(t testing.TB, opts options) *harness {
 	} else {
 		st = memstore.New(memstore.Config{Now: clk.Now})
 	}
-	if opts.stall != nil || opts.failWrites != nil {
-		st = faultyStore{st, opts.stall, opts.failWrites}
+	if opts.stall != nil || opts.failWrites != nil || opts.loseAnswers != nil {
+		st = faultyStore{st, opts.stall, opts.failWrites, opts.loseAnswers}
 	}
 	mgr, err := holdfast.New(st, holdfast.Config{
 		Types: opts.types, SweepInterval: -1, Observer: metrics, Logger: log,

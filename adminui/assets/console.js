@@ -18,6 +18,7 @@
   var again = false;
   var lost = false;
   var stale = false; // the last refresh failed
+  var retry = null; // the timer of the refresh after a failed one
   var drops = 0;
 
   function show(state, text) {
@@ -69,7 +70,12 @@
         if (!lost) {
           show('lost', 'Not up to date · retrying…');
         }
-        window.setTimeout(schedule, 2000);
+        if (retry === null) {
+          retry = window.setTimeout(function () {
+            retry = null;
+            schedule();
+          }, 2000);
+        }
       })
       .then(function () {
         busy = false;

@@ -66,6 +66,8 @@ func TestDurationJSON(t *testing.T) {
 	for _, bad := range []string{"0", "-1", `"2h"`, "-1e400", "1e-400"} {
 		if err := json.Unmarshal([]byte(bad), &d); err == nil {
 			t.Errorf("%s accepted as a duration", bad)
+		} else if bad != `"2h"` && !strings.Contains(err.Error(), "greater than 0") {
+			t.Errorf("%s refused with %q, want it said a duration must be greater than 0", bad, err)
 		}
 	}
 	// Longer than a time.Duration holds is as long as it can be (then

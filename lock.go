@@ -2,6 +2,7 @@ package holdfast
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"strconv"
@@ -226,8 +227,8 @@ func (d *Duration) UnmarshalJSON(b []byte) error {
 	var s float64
 	if string(b) != "null" {
 		var err error
-		// Out of float64's range, ParseFloat gives ±Inf and ErrRange.
-		if s, err = strconv.ParseFloat(string(b), 64); err != nil && !math.IsInf(s, 0) {
+		// Out of float64's range, ParseFloat gives ±Inf or 0, and ErrRange.
+		if s, err = strconv.ParseFloat(string(b), 64); err != nil && !errors.Is(err, strconv.ErrRange) {
 			return fmt.Errorf("a duration is a number of seconds")
 		}
 	}

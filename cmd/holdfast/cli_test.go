@@ -251,6 +251,17 @@ func TestBreakRequiresReason(t *testing.T) {
 	if !errors.As(err, &lost) || lost.Reason != holdfast.LostForceReleased || lost.Actor != "alice" || lost.ForceReason != "Bob is on leave" {
 		t.Errorf("the former holder's verify = %v, want lock_lost force_released by alice", err)
 	}
+	// The former holder's unlock is no error, and says who broke the lock
+	// and why.
+	r = s.run(t, "unlock", "policy/7", "--session", "s-81")
+	if r.code != exitOK || !strings.Contains(r.stderr, "holdfast: policy/7 is no longer held: an administrator (alice) released it at ") ||
+		!strings.Contains(r.stderr, "Bob is on leave") {
+		t.Errorf("unlock after the break: exit %d, stderr %q", r.code, r.stderr)
+	}
+	r = s.run(t, "unlock", "policy/8", "--session", "s-81")
+	if r.code != exitOK || strings.TrimSpace(r.stderr) != "holdfast: policy/8 was not held by session s-81" {
+		t.Errorf("unlock of a key never held: exit %d, stderr %q", r.code, r.stderr)
+	}
 }
 
 func TestEndSession(t *testing.T) {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 
@@ -12,7 +13,8 @@ const unlockHelp = `
 Usage: holdfast unlock KEY... --session S [--fencing-token N]
 
 Releases session S's locks on every KEY. Releasing what S does not hold is
-not an error; it is reported. With --fencing-token (one KEY only), the lock
+not an error; it is reported, with why when the server knows (an
+administrator broke the lock: who, when and why). With --fencing-token (one KEY only), the lock
 is released only if N is still its current token (the TOKEN column of
 "holdfast ls"); otherwise nothing is released and the exit code is 3.
 
@@ -60,7 +62,19 @@ func (c *unlockCommand) Run(ctx context.Context, args []string) error {
 		fmt.Fprintf(c.stdout, "released %s (token %d)\n", l.Key, l.Token)
 	}
 	for _, k := range res.NotHeld {
-		fmt.Fprintf(c.stderr, "holdfast: %s was not held by session %s\n", k, req.Session)
+		fmt.Fprintf(c.stderr, "holdfast: %s\n", notHeld(ctx, cl, k, req.Session))
 	}
 	return nil
+}
+
+// notHeld says that session did not hold key, in the server's words when
+// it knows why: a lock broken by an administrator, say, with who, when
+// and why.
+func notHeld(ctx context.Context, cl holdfast.Service, key, session string) string {
+	_, err := cl.Verify(ctx, holdfast.VerifyRequest{Key: key, Session: session})
+	var lost *holdfast.LockLostError
+	if errors.As(err, &lost) && lost.Reason != holdfast.LostNeverHeld && lost.Message != "" {
+		return lost.Message
+	}
+	return key + " was not held by session " + session
 }

@@ -57,7 +57,7 @@ type apiError struct {
 	Lock        *holdfast.Lock      `json:"lock,omitempty"`
 	Actor       string              `json:"actor,omitempty"`
 	ForceReason string              `json:"force_reason,omitempty"`
-	Released    []holdfast.Lock     `json:"released,omitempty"`
+	Released    []holdfast.Lock     `json:"released,omitzero"` // [] for an ended session
 
 	status     int
 	retryAfter int // seconds; only for unavailable

@@ -240,7 +240,7 @@ func (e *apiError) appendJSON(b []byte) ([]byte, error) {
 		b = append(b, `,"force_reason":`...)
 		b = jsonwire.AppendString(b, e.ForceReason)
 	}
-	if len(e.Released) > 0 {
+	if e.Released != nil {
 		b = append(b, `,"released":`...)
 		b = appendLocks(b, e.Released)
 	}

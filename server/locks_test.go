@@ -269,6 +269,18 @@ func TestSessions(t *testing.T) {
 		t.Errorf("reason = %v, want session_ended", e["reason"])
 	}
 	list(t, e, "released")
+	// A session that held nothing when it ended still says what it lost:
+	// nothing, as [] (API.md lists released for every ended session).
+	h.post("/v1/sessions/heartbeat", map[string]any{"session": "s-empty"}, 200)
+	h.post("/v1/sessions/end", map[string]any{"session": "s-empty"}, 200)
+	for _, path := range []string{"/v1/sessions/heartbeat", "/v1/locks/renew"} {
+		r := h.call("POST", path, clientToken, map[string]any{"session": "s-empty"})
+		if e := wantError(t, r, 409, "lock_lost", ""); e["released"] == nil {
+			t.Errorf("%s of an ended session that held nothing: released missing", path)
+		} else if l := list(t, e, "released"); len(l) != 0 {
+			t.Errorf("%s of an ended session that held nothing: released %v", path, l)
+		}
+	}
 }
 
 func TestIdleSessionEnds(t *testing.T) {

@@ -39,7 +39,7 @@ func (m *Manager) sweepLoop() {
 		case <-t.C:
 			ctx, cancel := context.WithTimeout(context.Background(), 10*m.cfg.SweepInterval+10*time.Second)
 			if err := m.sweep(ctx, &after, false); err != nil {
-				m.cfg.Logger.Warn("sweep failed", "err", err)
+				m.cfg.Logger.Warn("sweep failed", "error", err)
 			}
 			cancel()
 		}

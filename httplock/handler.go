@@ -113,7 +113,7 @@ func (m *Middleware) writeLoss(w http.ResponseWriter, err error) {
 		w.Header().Set("Retry-After", "1")
 		writeJSON(w, http.StatusServiceUnavailable, Status{Held: true, Message: "The lock service cannot be reached right now."})
 	default:
-		m.log.Warn("holdfast page heartbeat failed", "err", err)
+		m.log.Warn("holdfast page heartbeat failed", "error", err)
 		writeJSON(w, http.StatusInternalServerError, Status{Held: true, Message: "The lock could not be checked."})
 	}
 }

@@ -343,6 +343,6 @@ func (m *Middleware) keepAlive(ctx context.Context, session string) {
 		// An ended session starts again with its next acquire; an edit
 		// page learns about its loss from its own heartbeat.
 	default:
-		m.log.Warn("holdfast keep-alive failed", "session", session, "err", err)
+		m.log.Warn("holdfast keep-alive failed", "session", session, "error", err)
 	}
 }

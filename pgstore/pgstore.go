@@ -175,10 +175,10 @@ func (s *Store) Update(ctx context.Context, fn func(store.Tx) error) error {
 			return classify(err)
 		}
 		if attempt == maxAttempts {
-			s.log.Warn("pgstore: transaction keeps colliding; giving up", slog.Int("attempts", attempt), slog.Any("err", err))
+			s.log.Warn("pgstore: transaction keeps colliding; giving up", slog.Int("attempts", attempt), slog.Any("error", err))
 			return fmt.Errorf("pgstore: %d attempts collided with other transactions: %w: %w", attempt, store.ErrUnavailable, err)
 		}
-		s.log.Debug("pgstore: transaction collided; retrying", slog.Int("attempt", attempt), slog.Any("err", err))
+		s.log.Debug("pgstore: transaction collided; retrying", slog.Int("attempt", attempt), slog.Any("error", err))
 		if t != nil {
 			learned = t.locks.wanted()
 		}

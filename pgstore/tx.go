@@ -289,7 +289,7 @@ func (t *tx) commit() error {
 		// Only the notification after the COMMIT failed: the transaction
 		// is durable and must be answered as such; other servers' streams
 		// miss its entries live, and replay them from the audit table.
-		t.s.log.Warn("pgstore: a commit could not be announced to other servers", slog.Any("err", err))
+		t.s.log.Warn("pgstore: a commit could not be announced to other servers", slog.Any("error", err))
 		err, t.err = nil, nil
 	}
 	t.ended = err == nil
@@ -315,7 +315,7 @@ func (t *tx) catchUpIdle() {
 	b.Queue(t.q.catchUpIdle, t.catchUpIdleAt, catchUpBatch)
 	b.Queue(`COMMIT`)
 	if err := t.conn.SendBatch(t.ctx, b).Close(); err != nil {
-		t.s.log.Warn("pgstore: could not move lagging idle deadlines up; the sweep reads past them", slog.Any("err", err))
+		t.s.log.Warn("pgstore: could not move lagging idle deadlines up; the sweep reads past them", slog.Any("error", err))
 		t.ended = false // close rolls that transaction back
 	}
 }

@@ -77,9 +77,11 @@ func ParseTokens(s string) ([]Token, error) {
 	return tokens, nil
 }
 
-// ParseToken parses one "role:token" pair.
+// ParseToken parses one "role:token" pair, spaces around either part
+// ignored ("admin: s3cret"), as they are around a request's token.
 func ParseToken(pair string) (Token, error) {
 	name, secret, ok := strings.Cut(pair, ":")
+	name, secret = strings.TrimSpace(name), strings.TrimSpace(secret)
 	if !ok || secret == "" {
 		return Token{}, fmt.Errorf("want role:token")
 	}

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/holdfast/holdfast"
+	"github.com/holdfast/holdfast/memstore"
 	"github.com/holdfast/holdfast/server"
 )
 
@@ -218,7 +220,9 @@ func TestAnonymousOnlyWhenAllowed(t *testing.T) {
 
 func TestParseTokens(t *testing.T) {
 	t.Parallel()
-	tokens, err := server.ParseTokens(" admin:a:b , reader:r,,client:c ")
+	// Spaces around a role or a secret are not part of it: a request's
+	// token is read trimmed, so " r" would never match.
+	tokens, err := server.ParseTokens(" admin:a:b , reader: r,,client :c ")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -231,9 +235,24 @@ func TestParseTokens(t *testing.T) {
 			t.Errorf("token %d = %v, want %v", i, tokens[i], want[i])
 		}
 	}
-	for _, bad := range []string{"admin", "admin:", "root:x", ":x"} {
+	for _, bad := range []string{"admin", "admin:", "admin: ", "root:x", ":x"} {
 		if _, err := server.ParseTokens(bad); err == nil {
 			t.Errorf("ParseTokens(%q) accepted", bad)
 		}
+	}
+	// One secret cannot grant two roles; a secret with spaces around it
+	// could never be presented.
+	for _, tokens := range [][]server.Token{
+		{{Role: server.Admin, Secret: "x"}, {Role: server.Client, Secret: "x"}},
+		{{Role: server.Admin, Secret: " x"}},
+	} {
+		m, err := holdfast.New(memstore.New(memstore.Config{}), holdfast.Config{SweepInterval: -1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := server.New(server.Config{Manager: m, Tokens: tokens}); err == nil {
+			t.Errorf("server.New accepted tokens %v", tokens)
+		}
+		m.Close()
 	}
 }

@@ -109,6 +109,9 @@ func toAPIError(err error) *apiError {
 
 // writeError answers err with its status, code and error body.
 func writeError(w http.ResponseWriter, err error) {
+	if rec, ok := w.(*recorder); ok {
+		rec.err = err
+	}
 	var notAllowed *methodNotAllowedError
 	if errors.As(err, &notAllowed) {
 		w.Header().Set("Allow", notAllowed.allow)

@@ -80,6 +80,14 @@ type faultyStore struct {
 	lose  *atomic.Bool
 }
 
+// Ping fails as writes do: the store is down.
+func (s faultyStore) Ping(ctx context.Context) error {
+	if s.fail != nil {
+		return s.fail
+	}
+	return s.Store.Ping(ctx)
+}
+
 func (s faultyStore) Update(ctx context.Context, fn func(store.Tx) error) error {
 	if s.fail != nil {
 		return s.fail

@@ -48,6 +48,7 @@ func TestMetrics(t *testing.T) {
 	h.post("/v1/locks/acquire", acquireBody("s1", "policy/1"), 200)
 	h.want(h.call("POST", "/v1/locks/acquire", clientToken, acquireBody("s2", "policy/1")), 423)
 	h.want(h.call("GET", "/nowhere", "", nil), 404)
+	h.want(h.call("GET", "/v1/locks/acquire", clientToken, nil), 405)
 	h.stream("", "")
 
 	r := h.call("GET", "/metrics", readerToken, nil)
@@ -59,6 +60,7 @@ func TestMetrics(t *testing.T) {
 		`holdfast_http_requests_total{code="200",method="POST",route="/v1/locks/acquire"} 1`,
 		`holdfast_http_requests_total{code="423",method="POST",route="/v1/locks/acquire"} 1`,
 		`holdfast_http_requests_total{code="404",method="GET",route="unmatched"} 1`,
+		`holdfast_http_requests_total{code="405",method="GET",route="/v1/locks/acquire"} 1`,
 		`holdfast_http_request_duration_seconds_count{method="POST",route="/v1/locks/acquire"} 2`,
 		`holdfast_operations_total{op="acquire",outcome="ok"} 1`,
 		`holdfast_operations_total{op="acquire",outcome="locked"} 1`,
@@ -254,6 +256,7 @@ func TestClientGoneIsNotAnOutage(t *testing.T) {
 	// A store that fails while the client waits is an outage all the same.
 	down := newHarness(t, options{failWrites: fmt.Errorf("disk on fire: %w", holdfast.ErrUnavailable)})
 	down.post("/v1/locks/acquire", acquireBody("s1", "policy/1"), 503)
+	down.want(down.call("GET", "/readyz", "", nil), 503)
 	text = string(down.call("GET", "/metrics", readerToken, nil).raw)
 	if want := `holdfast_http_requests_total{code="503",method="POST",route="/v1/locks/acquire"} 1`; !strings.Contains(text, want) {
 		t.Errorf("metrics lack %s:\n%s", want, grepLines(text, "holdfast_http_requests_total"))
@@ -261,20 +264,21 @@ func TestClientGoneIsNotAnOutage(t *testing.T) {
 	if want := `holdfast_operations_total{op="acquire",outcome="unavailable"} 1`; !strings.Contains(text, want) {
 		t.Errorf("metrics lack %s:\n%s", want, grepLines(text, "holdfast_operations_total"))
 	}
-	// Its log line is a warning that says what the store said.
-	logged := false
+	// Their log lines are warnings that say what the store said, for an
+	// operation and for /readyz, which answers by itself, alike.
+	logged := 0
 	for _, line := range strings.Split(strings.TrimSpace(down.logs.String()), "\n") {
 		var rec map[string]any
 		if json.Unmarshal([]byte(line), &rec) != nil || rec["msg"] != "request" || rec["status"] != 503.0 {
 			continue
 		}
-		logged = true
+		logged++
 		if msg, _ := rec["error"].(string); rec["level"] != "WARN" || !strings.Contains(msg, "disk on fire") {
 			t.Errorf("the 503's log line: %s, want a warning with the store's error", line)
 		}
 	}
-	if !logged {
-		t.Errorf("no request log line with status 503:\n%s", down.logs.String())
+	if logged != 2 {
+		t.Errorf("%d request log lines with status 503, want 2:\n%s", logged, down.logs.String())
 	}
 }
 

@@ -63,9 +63,18 @@ func (c *Config) Validate() error {
 	if c.Manager == nil {
 		return errors.New("server: a Manager is required")
 	}
-	for _, t := range c.Tokens {
+	for i, t := range c.Tokens {
 		if t.Role < Reader || t.Role > Admin || t.Secret == "" {
 			return errors.New("server: every token needs a role and a secret")
+		}
+		if strings.TrimSpace(t.Secret) != t.Secret {
+			// A request's token is read trimmed: this one would never match.
+			return fmt.Errorf("server: token %d starts or ends with a space", i+1)
+		}
+		for j, u := range c.Tokens[:i] {
+			if u.Secret == t.Secret && u.Role != t.Role {
+				return fmt.Errorf("server: tokens %d and %d are the same secret with two roles (%s and %s): a token must grant one role", j+1, i+1, u.Role, t.Role)
+			}
 		}
 	}
 	if c.MaxBodyBytes < 0 || c.EventPing < 0 {
@@ -219,6 +228,8 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if rt != nil {
 		name = rt.path
 		err = s.auth.authorize(r, rt.role)
+	} else if _, known := s.routes[r.URL.Path]; known {
+		name = r.URL.Path // a known path, the wrong method
 	}
 	gone := false
 	if err != nil {
@@ -245,11 +256,16 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		slog.Duration("duration", d),
 		slog.String("remote", r.RemoteAddr),
 	}
-	if status == http.StatusServiceUnavailable && err != nil {
+	if status == http.StatusServiceUnavailable {
 		// The operator's first question about a 503: what the store said
 		// (unreachable, out of time, a full disk).
 		level = slog.LevelWarn
-		attrs = append(attrs, slog.String("error", err.Error()))
+		if err == nil {
+			err = rec.err // a route that answers by itself (/readyz, /v1/events)
+		}
+		if err != nil {
+			attrs = append(attrs, slog.String("error", err.Error()))
+		}
 	}
 	s.log.LogAttrs(r.Context(), level, "request", attrs...)
 }
@@ -345,6 +361,7 @@ type recorder struct {
 	http.ResponseWriter
 	status  int
 	written bool
+	err     error // what writeError answered, for the request log
 }
 
 func (r *recorder) WriteHeader(status int) {

@@ -241,7 +241,7 @@ func (a *app) render(w http.ResponseWriter, r *http.Request, status int, name st
 	w.Header().Set("Cache-Control", "no-store")
 	w.WriteHeader(status)
 	if err := a.pages[name].ExecuteTemplate(w, "layout", d); err != nil {
-		a.log.Error("render", "page", name, "err", err)
+		a.log.Error("render", "page", name, "error", err)
 	}
 }
 
@@ -254,7 +254,7 @@ func (a *app) fail(w http.ResponseWriter, r *http.Request, err error) {
 	case errors.Is(err, holdfast.ErrUnavailable):
 		status, msg = http.StatusServiceUnavailable, "The lock service cannot be reached; nothing was changed. Try again in a moment."
 	default:
-		a.log.Error("request failed", "path", r.URL.Path, "err", err)
+		a.log.Error("request failed", "path", r.URL.Path, "error", err)
 	}
 	a.render(w, r, status, "list", pageData{Title: "Error", Error: msg})
 }

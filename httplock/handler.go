@@ -143,6 +143,23 @@ func (p Page) Fields() template.HTML {
 		PageField, template.HTMLEscapeString(p.ID), TokenField, template.HTMLEscapeString(p.Token)))
 }
 
+// ResumeScriptTag returns the script element of a page refused because l,
+// held by the person's own other edit page, stands in the way. Should that
+// page have been this browser tab's own (the edit page was reloaded, or
+// left and opened again, before its release reached the server), the
+// script takes over at once: it submits the page's take-over form, which
+// must carry the attribute data-holdfast-takeover. Otherwise the person
+// chooses, as before. It returns "" for a lock held by no edit page.
+func (m *Middleware) ResumeScriptTag(l holdfast.Lock) template.HTML {
+	_, pageID, ok := strings.Cut(l.Owner.Session, "/")
+	if !ok || pageID == "" {
+		return ""
+	}
+	return template.HTML(`<script src="` + template.HTMLEscapeString(m.cfg.Prefix+ScriptName) + `" defer` +
+		` data-key="` + template.HTMLEscapeString(l.Key) + `" data-holder-page="` + template.HTMLEscapeString(pageID) +
+		`"></script>`)
+}
+
 // ScriptTag returns the script element of an edit page p that holds l.
 func (m *Middleware) ScriptTag(p Page, l holdfast.Lock) template.HTML {
 	attr := func(name, v string) string {

@@ -5,8 +5,38 @@
 (function () {
   "use strict";
   var me = document.currentScript;
-  if (!me || !me.dataset.page) return;
+  if (!me) return;
   var cfg = me.dataset;
+  // The edit page this tab last opened for a key, so that a page refused
+  // because that page still holds the key can take over from it.
+  var remembered = "holdfast-page:" + cfg.key;
+  if (cfg.holderPage) {
+    resume();
+    return;
+  }
+  if (!cfg.page) return;
+  try {
+    sessionStorage.setItem(remembered, cfg.page);
+  } catch (e) {
+    // No storage (private mode, say): a reload then offers to take over.
+  }
+
+  // resume runs on a page refused because the person's own other page
+  // holds the lock. When that page was this tab's own (the edit page was
+  // reloaded, or left and opened again, before its release reached the
+  // server), it takes over at once instead of offering the person to take
+  // over from themselves.
+  function resume() {
+    var mine = null;
+    try {
+      mine = sessionStorage.getItem(remembered);
+      if (mine === cfg.holderPage) sessionStorage.removeItem(remembered);
+    } catch (e) {
+      return;
+    }
+    var form = document.querySelector("form[data-holdfast-takeover]");
+    if (mine === cfg.holderPage && form) form.submit();
+  }
   var visibleMs = Number(cfg.heartbeat) || 20000;
   var hiddenMs = Number(cfg.hiddenHeartbeat) || 60000;
   var state = "held"; // held → lost (told by the server) or left (we released)

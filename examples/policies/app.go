@@ -226,6 +226,9 @@ type holderView struct {
 	// Note says what the holder is doing ("editing coverage Fire").
 	Note string
 	Mine bool
+	// Resume, on a page that offers to take over from the person's own
+	// other tab, takes over at once when that tab is this one (a reload).
+	Resume template.HTML
 }
 
 type adminRow struct {
@@ -397,7 +400,11 @@ func (a *app) showPolicy(w http.ResponseWriter, r *http.Request, status int, id 
 	}
 	me, _, _ := a.current(r)
 	for _, l := range locks {
-		d.Holders = append(d.Holders, a.describe(r.Context(), l, me))
+		h := a.describe(r.Context(), l, me)
+		if h.Mine && d.TakeoverAction != "" {
+			h.Resume = a.mw.ResumeScriptTag(l)
+		}
+		d.Holders = append(d.Holders, h)
 	}
 	d.Policy = p
 	d.Title = "Policy " + p.Number

@@ -451,6 +451,42 @@ func TestSecondTabOfTheSamePersonTakesOver(t *testing.T) {
 	s.waitLocks("policy/2", 0)
 }
 
+// Reloading the edit page reaches the server before the old page's
+// release does, so the lock is still held by that page, of this very
+// tab: the new page takes over from it by itself rather than offer Ada to
+// take over from herself. Another tab of hers is still asked.
+func TestReloadingTheEditPageKeepsEditing(t *testing.T) {
+	t.Parallel()
+	s := startSite(t)
+	ada := s.signIn(t, "ada")
+	ada.open("/policies/2/edit")
+	ada.waitText("You are editing this policy.")
+	first := s.waitLocks("policy/2", 1)[0]
+
+	ada.navigate("location.reload()")
+	// The reload may load the refused page first, which then takes over.
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		ctx, cancel := context.WithTimeout(ada.ctx, 2*time.Second)
+		text, err := chromedp.Run(ctx, chromedp.Evaluate[string](`document.readyState === "complete" && document.body ? document.body.innerText : ""`))
+		cancel()
+		if err == nil && strings.Contains(text, "You are editing this policy.") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after a reload the page never showed the edit form; it shows:\n%s", text)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if locks := s.waitLocks("policy/2", 1); locks[0].Owner.Session == first.Owner.Session {
+		t.Fatalf("after the reload the lock is still the old page's (%s)", first.Owner.Session)
+	}
+
+	second, _ := ada.newTab(t)
+	second.open("/policies/2/edit")
+	second.waitText("You are already editing this policy in another tab or window", "Take over from your other tab")
+}
+
 func TestEditingACoverageLocksThePolicy(t *testing.T) {
 	t.Parallel()
 	s := startSite(t)

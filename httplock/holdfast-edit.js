@@ -107,6 +107,9 @@
     },
     signed_out: function () {
       return "You are no longer signed in, so this page lost its edit lock.";
+    },
+    other_session: function () {
+      return "This page was opened before you last signed in, so it no longer holds its edit lock. Open the record again to go on editing.";
     }
   };
 

@@ -162,6 +162,11 @@ func PageFrom(ctx context.Context) (Page, bool) {
 	return p, ok
 }
 
+// otherSession is why a page whose token is not of the person's current
+// session is refused: they signed out and in again since it was opened
+// (or the server's Secret changed).
+const otherSession = "This page was opened before you last signed in, so it no longer holds its edit lock. Open the record again."
+
 // Wrap returns next behind the middleware. For a signed-in person it puts
 // the lock owner in the request context (implicit.OwnerFrom), keeps the
 // holdfast session alive, and for a request that names a page, checks the
@@ -177,7 +182,12 @@ func (m *Middleware) Wrap(next http.Handler) http.Handler {
 		ctx := r.Context()
 		if p, named := m.pageParams(r); named {
 			if !m.validToken(o.Session, p) {
-				http.Error(w, "This page's editing token is not valid for your session. Open the record again.", http.StatusForbidden)
+				if strings.HasPrefix(r.URL.Path, m.cfg.Prefix) {
+					// The page's own script: a reason it can explain.
+					writeJSON(w, http.StatusForbidden, Status{Reason: "other_session", Message: otherSession})
+					return
+				}
+				http.Error(w, otherSession, http.StatusForbidden)
 				return
 			}
 			o.Session = pageSession(o.Session, p.ID)

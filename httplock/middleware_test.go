@@ -252,6 +252,14 @@ func TestPageTokenIsCheckedAndBoundToTheSession(t *testing.T) {
 		if res := a.do(t, "s2", "eve", "POST", "/holdfast/release", "application/x-www-form-urlencoded", good.Encode(), nil); res.StatusCode != http.StatusForbidden {
 			t.Fatalf("other session: %s, want 403", res.Status)
 		}
+		// The same person signed in again: the page's script is told why,
+		// in JSON it can explain.
+		res := a.do(t, "s1-again", "bob", "POST", "/holdfast/heartbeat", "application/x-www-form-urlencoded", good.Encode(), nil)
+		var st httplock.Status
+		if err := json.NewDecoder(res.Body).Decode(&st); err != nil || res.StatusCode != http.StatusForbidden ||
+			st.Reason != "other_session" || !strings.Contains(st.Message, "before you last signed in") {
+			t.Fatalf("heartbeat of a page of an earlier sign-in: %s %+v (%v), want 403 other_session", res.Status, st, err)
+		}
 		// No page at all.
 		if res := a.do(t, "s1", "bob", "POST", "/holdfast/release", "application/x-www-form-urlencoded", "", nil); res.StatusCode != http.StatusForbidden {
 			t.Fatalf("no page: %s, want 403", res.Status)

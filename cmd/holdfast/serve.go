@@ -177,7 +177,7 @@ func serve(ctx context.Context, hs *http.Server, cfg config.Config, log *slog.Lo
 	case <-ctx.Done():
 	}
 
-	log.Info("shutting down", "timeout", time.Duration(cfg.ShutdownTimeout).String())
+	log.Info("shutting down; a second signal stops at once", "timeout", time.Duration(cfg.ShutdownTimeout).String())
 	shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Duration(cfg.ShutdownTimeout))
 	defer cancel()
 	if err := hs.Shutdown(shutdownCtx); err != nil {

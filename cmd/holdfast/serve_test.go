@@ -5,7 +5,9 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -237,5 +239,48 @@ func TestServeRefusesUnsupportedStores(t *testing.T) {
 		if err == nil || !strings.Contains(string(out), "not supported yet") {
 			t.Errorf("--store %s: %v\n%s", dsn, err, out)
 		}
+	}
+}
+
+// A second signal ends holdfast serve at once, while the first one's
+// graceful shutdown waits for a request still in flight: here one whose
+// client sent half its body and went quiet, which the server would wait
+// for until its read timeout (30 s).
+func TestServeSecondSignalStopsAtOnce(t *testing.T) {
+	t.Parallel()
+	p := runServe(t, t.TempDir(), "--shutdown-timeout", "5m")
+	conn, err := net.Dial("tcp", strings.TrimPrefix(p.url, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	fmt.Fprintf(conn, "POST /v1/locks/acquire HTTP/1.1\r\nHost: %s\r\nAuthorization: Bearer %s\r\n"+
+		"Content-Type: application/json\r\nContent-Length: 1000\r\n\r\n{\"keys\":", strings.TrimPrefix(p.url, "http://"), serveClientToken)
+
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	for shutting := false; !shutting; {
+		select {
+		case rec := <-p.logs:
+			shutting = strings.HasPrefix(fmt.Sprint(rec["msg"]), "shutting down")
+		case <-time.After(serveWait):
+			t.Fatal(`no "shutting down" log line after SIGTERM`)
+		}
+	}
+	select {
+	case err := <-p.done:
+		p.done <- err
+		t.Fatalf("holdfast serve exited (%v) before the request in flight ended: the test shows nothing", err)
+	case <-time.After(500 * time.Millisecond):
+	}
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-p.done:
+		p.done <- err
+	case <-time.After(15 * time.Second):
+		t.Fatal("holdfast serve was still waiting for the request in flight 15s after a second SIGTERM")
 	}
 }

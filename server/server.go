@@ -234,6 +234,14 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	gone := false
 	if err != nil {
 		writeError(rec, err)
+		if r.ContentLength != 0 {
+			// Refused before its body was read: net/http would read the
+			// rest of it to reuse the connection, waiting, up to the read
+			// timeout, for a client that may never send it, and hold a
+			// graceful shutdown as long. End the reading now instead; the
+			// connection closes after the answer.
+			_ = http.NewResponseController(rec).SetReadDeadline(time.Now())
+		}
 	} else {
 		gone, err = s.serve(rec, r, rt)
 	}

@@ -284,3 +284,39 @@ func TestServeSecondSignalStopsAtOnce(t *testing.T) {
 		t.Fatal("holdfast serve was still waiting for the request in flight 15s after a second SIGTERM")
 	}
 }
+
+// A request refused before its body is read (no token) does not wait for
+// that body: a client that sent half of it and went quiet gets its 401
+// and the connection is closed, so a graceful shutdown is not held up to
+// the read timeout (30 s) by it.
+func TestServeRefusalDoesNotWaitForTheBody(t *testing.T) {
+	t.Parallel()
+	p := runServe(t, t.TempDir(), "--shutdown-timeout", "5m")
+	conn, err := net.Dial("tcp", strings.TrimPrefix(p.url, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	fmt.Fprintf(conn, "POST /v1/locks/acquire HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\n"+
+		"Content-Length: 1000\r\n\r\n{\"keys\":", strings.TrimPrefix(p.url, "http://"))
+	res, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	if res.StatusCode != http.StatusUnauthorized || !res.Close {
+		t.Fatalf("half a body without a token: %s, close %v; want 401 and the connection closed", res.Status, res.Close)
+	}
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-p.done:
+		p.done <- err
+		if err != nil {
+			t.Fatalf("exit after SIGTERM: %v", err)
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatal("holdfast serve was still shutting down 15s after SIGTERM, waiting for the refused request's body")
+	}
+}

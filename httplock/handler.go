@@ -50,6 +50,9 @@ func serveScript(w http.ResponseWriter, r *http.Request) {
 type Status struct {
 	Held      bool           `json:"held"`
 	ExpiresAt *holdfast.Time `json:"expires_at,omitempty"`
+	// ExpiresIn is how many seconds the lock has left, by the lock
+	// service's clock, whatever the browser's says.
+	ExpiresIn int64 `json:"expires_in,omitempty"`
 	// Reason, Actor, ForceReason and Message say why the lock is gone.
 	Reason      string `json:"reason,omitempty"`
 	Actor       string `json:"actor,omitempty"`
@@ -75,7 +78,7 @@ func (m *Middleware) heartbeat(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	ctx := r.Context()
-	_, err := m.svc.Heartbeat(ctx, holdfast.HeartbeatRequest{Session: o.Session, IdleTimeout: holdfast.Duration(m.cfg.IdleTimeout)})
+	hb, err := m.svc.Heartbeat(ctx, holdfast.HeartbeatRequest{Session: o.Session, IdleTimeout: holdfast.Duration(m.cfg.IdleTimeout)})
 	if err != nil {
 		m.writeLoss(w, err)
 		return
@@ -92,6 +95,10 @@ func (m *Middleware) heartbeat(w http.ResponseWriter, r *http.Request) {
 		if st.ExpiresAt == nil || res.Lock.ExpiresAt.Before(time.Time(*st.ExpiresAt)) {
 			st.ExpiresAt = &exp
 		}
+	}
+	if st.ExpiresAt != nil {
+		// The heartbeat's last_seen is the service's now.
+		st.ExpiresIn = max(1, int64(time.Time(*st.ExpiresAt).Sub(time.Time(hb.Session.LastSeen)).Seconds()))
 	}
 	writeJSON(w, http.StatusOK, st)
 }

@@ -43,6 +43,7 @@
   var submitting = false;
   var failures = 0;
   var timer = null;
+  var endingSoonSeconds = 10 * 60;
 
   function pageParams() {
     var p = new URLSearchParams();
@@ -68,8 +69,9 @@
           if (r.status === 403) return lost(s);
           if (!r.ok) throw new Error(s.message || "HTTP " + r.status);
           failures = 0;
-          if (s.held) clearWarning();
-          else lost(s);
+          if (!s.held) return lost(s);
+          clearWarning();
+          ending(s);
         });
       })
       .catch(function () {
@@ -162,6 +164,23 @@
       p.textContent = t;
       el.appendChild(p);
     });
+  }
+
+  // ending warns, in the last minutes of the lock's lifetime, that saving
+  // will soon be refused: heartbeats keep the page's session alive, not
+  // the lock past its expiry.
+  function ending(s) {
+    var el = document.getElementById("holdfast-notice");
+    if (!s.expires_in || s.expires_in > endingSoonSeconds) {
+      if (el && el.classList.contains("holdfast-ending")) el.hidden = true;
+      return;
+    }
+    // In UTC, as the server writes every time on the page.
+    var at = new Date(s.expires_at).toISOString().slice(11, 16) + " UTC";
+    var minutes = Math.max(1, Math.round(s.expires_in / 60));
+    show("ending", "Your edit lock ends soon",
+      "Your edit lock ends at " + at + ", in " + minutes + (minutes === 1 ? " minute" : " minutes") +
+      ". Save before then: after it, saving from this page is refused.");
   }
 
   function warn(text) {

@@ -109,8 +109,14 @@ type site struct {
 
 func startSite(t *testing.T) *site {
 	t.Helper()
+	return startSiteWith(t, testLockTypes())
+}
+
+// startSiteWith starts the site with the lock types of types.
+func startSiteWith(t *testing.T, types holdfast.Config) *site {
+	t.Helper()
 	clock := &fakeClock{now: time.Now().UTC().Truncate(time.Second)}
-	mgr, err := holdfast.New(memstore.New(memstore.Config{Now: clock.Now}), testLockTypes())
+	mgr, err := holdfast.New(memstore.New(memstore.Config{Now: clock.Now}), types)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -121,7 +127,7 @@ func startSite(t *testing.T) *site {
 	}
 	t.Cleanup(func() { db.Close() })
 	h, err := newApp(context.Background(), appConfig{
-		Locks: mgr, Types: testLockTypes(), DB: db, Now: clock.Now,
+		Locks: mgr, Types: types, DB: db, Now: clock.Now,
 		// The store's clock moves for idleness; heartbeats run on the
 		// browser's clock, fast, so that a page learns within a second.
 		IdleTimeout: idleTimeout, PageHeartbeat: 200 * time.Millisecond, HiddenPageHeartbeat: 400 * time.Millisecond,
@@ -485,6 +491,45 @@ func TestReloadingTheEditPageKeepsEditing(t *testing.T) {
 	second, _ := ada.newTab(t)
 	second.open("/policies/2/edit")
 	second.waitText("You are already editing this policy in another tab or window", "Take over from your other tab")
+}
+
+// In the last ten minutes of its lock's lifetime an edit page says when
+// the lock ends and that saving will then be refused: heartbeats keep the
+// page's session alive, not the lock past its expiry.
+func TestEditPageWarnsBeforeTheLockEnds(t *testing.T) {
+	t.Parallel()
+	types := testLockTypes()
+	policy := types.Types["policy"]
+	policy.DefaultTTL = 15 * time.Minute
+	types.Types["policy"] = policy
+	s := startSiteWith(t, types)
+	ada := s.signIn(t, "ada")
+	ada.open("/policies/2/edit")
+	ada.waitText("You are editing this policy.")
+	page := s.waitLocks("policy/2", 1)[0].Owner.Session
+	if strings.Contains(ada.text(), "ends soon") {
+		t.Fatal("a lock with 15 minutes left is said to end soon")
+	}
+	// Move the lock service's clock 11 minutes on, a heartbeat at a time,
+	// so that the page's session stays within its idle timeout.
+	for range 11 {
+		s.clock.Advance(time.Minute)
+		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+			res, err := s.locks.Sessions(context.Background(), holdfast.SessionQuery{Session: page})
+			if err == nil && len(res.Sessions) == 1 && !time.Time(res.Sessions[0].LastSeen).Before(s.clock.Now()) {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("the page's session has not heartbeaten for 10s (%v, %v)", res, err)
+			}
+		}
+	}
+	ends := s.waitLocks("policy/2", 1)[0].ExpiresAt.UTC().Format("15:04 UTC")
+	ada.waitText("Your edit lock ends soon", "ends at "+ends+", in 4 minutes", "saving from this page is refused")
+	ada.screenshot("edit-lock-ends-soon")
+	if ada.disabled("#save") {
+		t.Fatal("the warning turned Save off while the lock is still held")
+	}
 }
 
 func TestEditingACoverageLocksThePolicy(t *testing.T) {

@@ -242,6 +242,22 @@ func TestServeRefusesUnsupportedStores(t *testing.T) {
 	}
 }
 
+// halfBody sends an acquire with the extra header lines and the first
+// bytes of a 1000-byte body, then nothing more, as a client that went
+// quiet does. The connection closes with the test.
+func (p *servedProcess) halfBody(t *testing.T, header string) net.Conn {
+	t.Helper()
+	host := strings.TrimPrefix(p.url, "http://")
+	conn, err := net.Dial("tcp", host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	fmt.Fprintf(conn, "POST /v1/locks/acquire HTTP/1.1\r\nHost: %s\r\n%sContent-Type: application/json\r\n"+
+		"Content-Length: 1000\r\n\r\n{\"keys\":", host, header)
+	return conn
+}
+
 // A second signal ends holdfast serve at once, while the first one's
 // graceful shutdown waits for a request still in flight: here one whose
 // client sent half its body and went quiet, which the server would wait
@@ -249,13 +265,7 @@ func TestServeRefusesUnsupportedStores(t *testing.T) {
 func TestServeSecondSignalStopsAtOnce(t *testing.T) {
 	t.Parallel()
 	p := runServe(t, t.TempDir(), "--shutdown-timeout", "5m")
-	conn, err := net.Dial("tcp", strings.TrimPrefix(p.url, "http://"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	fmt.Fprintf(conn, "POST /v1/locks/acquire HTTP/1.1\r\nHost: %s\r\nAuthorization: Bearer %s\r\n"+
-		"Content-Type: application/json\r\nContent-Length: 1000\r\n\r\n{\"keys\":", strings.TrimPrefix(p.url, "http://"), serveClientToken)
+	p.halfBody(t, "Authorization: Bearer "+serveClientToken+"\r\n")
 
 	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
@@ -292,13 +302,7 @@ func TestServeSecondSignalStopsAtOnce(t *testing.T) {
 func TestServeRefusalDoesNotWaitForTheBody(t *testing.T) {
 	t.Parallel()
 	p := runServe(t, t.TempDir(), "--shutdown-timeout", "5m")
-	conn, err := net.Dial("tcp", strings.TrimPrefix(p.url, "http://"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	fmt.Fprintf(conn, "POST /v1/locks/acquire HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\n"+
-		"Content-Length: 1000\r\n\r\n{\"keys\":", strings.TrimPrefix(p.url, "http://"))
+	conn := p.halfBody(t, "")
 	res, err := http.ReadResponse(bufio.NewReader(conn), nil)
 	if err != nil {
 		t.Fatal(err)

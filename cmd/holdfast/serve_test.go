@@ -253,8 +253,9 @@ func (p *servedProcess) halfBody(t *testing.T, header string) net.Conn {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { conn.Close() })
+	// With Expect, the server says "100 Continue" once it reads the body.
 	fmt.Fprintf(conn, "POST /v1/locks/acquire HTTP/1.1\r\nHost: %s\r\n%sContent-Type: application/json\r\n"+
-		"Content-Length: 1000\r\n\r\n{\"keys\":", host, header)
+		"Expect: 100-continue\r\nContent-Length: 1000\r\n\r\n{\"keys\":", host, header)
 	return conn
 }
 
@@ -265,7 +266,12 @@ func (p *servedProcess) halfBody(t *testing.T, header string) net.Conn {
 func TestServeSecondSignalStopsAtOnce(t *testing.T) {
 	t.Parallel()
 	p := runServe(t, t.TempDir(), "--shutdown-timeout", "5m")
-	p.halfBody(t, "Authorization: Bearer "+serveClientToken+"\r\n")
+	conn := p.halfBody(t, "Authorization: Bearer "+serveClientToken+"\r\n")
+	// Signal only once the request is in flight, its body being read.
+	conn.SetReadDeadline(time.Now().Add(serveWait))
+	if line, err := bufio.NewReader(conn).ReadString('\n'); err != nil || !strings.Contains(line, "100 Continue") {
+		t.Fatalf("the server did not start reading the body: %q, %v", line, err)
+	}
 
 	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)

@@ -207,7 +207,7 @@ func openStore(ctx context.Context, cfg config.Config, log *slog.Logger) (store.
 		case "redis", "rediss", "etcd":
 			return nil, nil, usagef("store %s://…: not supported yet; use a directory for the embedded store, or postgres://", scheme)
 		default:
-			return nil, nil, usagef("store %s://…: unknown kind of store (want a directory, postgres://, redis:// or etcd://)", scheme)
+			return nil, nil, usagef("store %s://…: unknown kind of store (want a directory, memory: or postgres://)", scheme)
 		}
 	}
 	earlier, err := pebblestore.Present(dsn)

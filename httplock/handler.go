@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"html/template"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -27,14 +28,17 @@ const ScriptName = "holdfast-edit.js"
 //	GET  holdfast-edit.js  the script
 //	POST heartbeat         keeps the page's session alive and reports its lock
 //	POST release           ends the page's session (the beacon on leaving)
+//	GET  holders?key=K     the locks that stand in the way of editing K
 //
 // Both POSTs need the page's token (PageField and TokenField as a form, a
-// text/plain beacon body, or the headers).
+// text/plain beacon body, or the headers); holders needs a signed-in
+// person.
 func (m *Middleware) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET "+m.cfg.Prefix+ScriptName, serveScript)
 	mux.HandleFunc("POST "+m.cfg.Prefix+"heartbeat", m.heartbeat)
 	mux.HandleFunc("POST "+m.cfg.Prefix+"release", m.release)
+	mux.HandleFunc("GET "+m.cfg.Prefix+"holders", m.holders)
 	return mux
 }
 
@@ -137,6 +141,69 @@ func (m *Middleware) release(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusNoContent)
 }
 
+// Holder is one lock in the answer of the holders endpoint: what a
+// read-only page needs to tell whether the record is still held, and by
+// whom.
+type Holder struct {
+	Key        string        `json:"key"`
+	Token      uint64        `json:"token,string"`
+	Name       string        `json:"name"`
+	Mine       bool          `json:"mine"`
+	AcquiredAt holdfast.Time `json:"acquired_at"`
+	ExpiresAt  holdfast.Time `json:"expires_at"`
+}
+
+// Holders is the answer of the holders endpoint.
+type Holders struct {
+	Locks []Holder `json:"locks"`
+	// More says there are more locks than Locks lists (many below the
+	// key): the page cannot tell from Locks that one of its own is gone.
+	More bool `json:"more,omitempty"`
+}
+
+// maxWatchedLocks bounds the answer for a key with many locks below it: a
+// page needs to know that it is held and by whom, not every lock.
+const maxWatchedLocks = 100
+
+// holders answers a read-only page's script with the locks that stand in
+// the way of editing a key: on it, above it and below it. It does not
+// keep the person's session alive: a page left open to watch a record is
+// not activity.
+func (m *Middleware) holders(w http.ResponseWriter, r *http.Request) {
+	o, signedIn := implicit.OwnerFrom(r.Context())
+	if !signedIn {
+		writeJSON(w, http.StatusForbidden, Status{Reason: "signed_out",
+			Message: "You are no longer signed in, so this page cannot show who is editing."})
+		return
+	}
+	key := r.URL.Query().Get("key")
+	if key == "" {
+		// No key would list every lock.
+		writeJSON(w, http.StatusBadRequest, Status{Message: "key: a key is required"})
+		return
+	}
+	page, err := m.svc.Locks(r.Context(), holdfast.LockQuery{Key: key, Limit: maxWatchedLocks})
+	switch {
+	case errors.Is(err, holdfast.ErrInvalid):
+		writeJSON(w, http.StatusBadRequest, Status{Message: err.Error()})
+		return
+	case errors.Is(err, holdfast.ErrUnavailable):
+		w.Header().Set("Retry-After", "1")
+		writeJSON(w, http.StatusServiceUnavailable, Status{Message: "The lock service cannot be reached right now."})
+		return
+	case err != nil:
+		m.log.Warn("holdfast holders failed", "error", err)
+		writeJSON(w, http.StatusInternalServerError, Status{Message: "The locks could not be read."})
+		return
+	}
+	hs := Holders{Locks: make([]Holder, 0, len(page.Locks)), More: page.Next != nil}
+	for _, l := range page.Locks {
+		hs.Locks = append(hs.Locks, Holder{Key: l.Key, Token: l.Token, Name: l.Owner.Name,
+			Mine: o.User != "" && l.Owner.User == o.User, AcquiredAt: holdfast.Time(l.AcquiredAt), ExpiresAt: holdfast.Time(l.ExpiresAt)})
+	}
+	writeJSON(w, http.StatusOK, hs)
+}
+
 func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Cache-Control", "no-store")
@@ -165,6 +232,38 @@ func (m *Middleware) ResumeScriptTag(l holdfast.Lock) template.HTML {
 	return template.HTML(`<script src="` + template.HTMLEscapeString(m.cfg.Prefix+ScriptName) + `" defer` +
 		` data-key="` + template.HTMLEscapeString(l.Key) + `" data-holder-page="` + template.HTMLEscapeString(pageID) +
 		`"></script>`)
+}
+
+// WatchScriptTag returns the script element of a read-only page shown
+// because held, the locks on key, above it or below it, stand in the way
+// of editing it (as LockQuery{Key: key} lists them). While the page is
+// open the script asks who holds key, and when none of held does any
+// more it says so: the record is free to edit, or someone else now holds
+// it. It shows the page's elements marked data-holdfast-when-free (an
+// Edit button, say) once nobody holds key, and hides those marked
+// data-holdfast-while-held (what says who held it) once they are out of
+// date. It returns "" when held is empty.
+func (m *Middleware) WatchScriptTag(key string, held []holdfast.Lock) template.HTML {
+	if len(held) == 0 {
+		return ""
+	}
+	var locks, names []string
+	for _, l := range held {
+		locks = append(locks, l.Key+"@"+strconv.FormatUint(l.Token, 10))
+		if !slices.Contains(names, l.Owner.Name) {
+			names = append(names, l.Owner.Name)
+		}
+	}
+	attr := func(name, v string) string {
+		return fmt.Sprintf(` data-%s="%s"`, name, template.HTMLEscapeString(v))
+	}
+	namesJSON, _ := json.Marshal(names)
+	return template.HTML(`<script src="` + template.HTMLEscapeString(m.cfg.Prefix+ScriptName) + `" defer` +
+		attr("prefix", m.cfg.Prefix) + attr("watch", key) + attr("locks", strings.Join(locks, " ")) +
+		attr("names", string(namesJSON)) +
+		attr("heartbeat", strconv.FormatInt(m.cfg.PageHeartbeat.Milliseconds(), 10)) +
+		attr("hidden-heartbeat", strconv.FormatInt(m.cfg.HiddenPageHeartbeat.Milliseconds(), 10)) +
+		`></script>`)
 }
 
 // ScriptTag returns the script element of an edit page p that holds l.

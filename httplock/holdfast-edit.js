@@ -1,6 +1,8 @@
 // holdfast-edit.js keeps the edit lock of an open edit page alive, releases
 // it when the page is left, and tells the editor when and why the lock was
 // lost, without ever reloading the page: unsaved input stays where it is.
+// On a read-only page shown because others hold the record, it tells the
+// reader when they no longer do.
 // Include it with the tag that httplock's ScriptTag writes; no framework.
 (function () {
   "use strict";
@@ -10,6 +12,12 @@
   // The edit page this tab last opened for a key, so that a page refused
   // because that page still holds the key can take over from it.
   var remembered = "holdfast-page:" + cfg.key;
+  var visibleMs = Number(cfg.heartbeat) || 20000;
+  var hiddenMs = Number(cfg.hiddenHeartbeat) || 60000;
+  if (cfg.watch) {
+    watch();
+    return;
+  }
   if (cfg.holderPage) {
     resume();
     return;
@@ -37,8 +45,90 @@
     var form = document.querySelector("form[data-holdfast-takeover]");
     if (mine === cfg.holderPage && form) form.submit();
   }
-  var visibleMs = Number(cfg.heartbeat) || 20000;
-  var hiddenMs = Number(cfg.hiddenHeartbeat) || 60000;
+
+  // watch runs on a read-only page shown because others hold the record.
+  // It asks who holds it, at the heartbeat's pace, and once none of those
+  // who held it does, says so: the record is free to edit, or someone
+  // else now holds it. Asking is not activity: it keeps no session alive.
+  function watch() {
+    var held = (cfg.locks || "").split(" ").filter(Boolean);
+    var names = [];
+    try {
+      names = JSON.parse(cfg.names || "[]");
+    } catch (e) {
+      // Without the names the page still says that the record is free.
+    }
+    var watchTimer = null;
+    var stopped = false;
+    function next() {
+      clearTimeout(watchTimer);
+      if (!stopped) watchTimer = setTimeout(check, document.hidden ? hiddenMs : visibleMs);
+    }
+    function check() {
+      fetch(cfg.prefix + "holders?key=" + encodeURIComponent(cfg.watch), { credentials: "same-origin", cache: "no-store" })
+        .then(function (r) {
+          if (r.status === 403) stopped = true; // signed out: the page says nothing more
+          if (!r.ok) return;
+          return r.json().then(update);
+        })
+        .catch(function () {
+          // Unreachable for now: the page keeps what it said, and asks again.
+        })
+        .then(next);
+    }
+    function update(h) {
+      if (h.more) return; // too many locks below the key to tell
+      var now = h.locks.map(function (l) { return l.key + "@" + l.token; });
+      var remaining = held.filter(function (l) { return now.indexOf(l) >= 0; });
+      var changed = remaining.length === 0 && (held.length > 0 || now.length > 0);
+      var before = names;
+      held = now;
+      names = [];
+      h.locks.forEach(function (l) {
+        var who = l.mine ? "your other tab or window" : l.name;
+        if (names.indexOf(who) < 0) names.push(who);
+      });
+      if (!changed) return;
+      toggle("[data-holdfast-while-held]", true);
+      var gone = capital(listed(before)) + (before.length === 1 ? " no longer holds" : " no longer hold") + " the edit lock";
+      if (now.length === 0) {
+        toggle("[data-holdfast-when-free]", false);
+        show("free", "Free to edit now", (before.length ? gone : "The edit lock was released") + ", so you can edit this now.");
+        return;
+      }
+      toggle("[data-holdfast-when-free]", true);
+      var since = Math.min.apply(null, h.locks.map(function (l) { return Date.parse(l.acquired_at); }));
+      var until = Math.max.apply(null, h.locks.map(function (l) { return Date.parse(l.expires_at); }));
+      var by = "by " + listed(names) + ", since " + utc(since) + ", until " + utc(until) + " at the latest.";
+      show("changed", "Someone is editing this now",
+        before.length ? gone + ", but it is held again now: " + by : "It is held again now: " + by);
+    }
+    document.addEventListener("visibilitychange", function () {
+      if (!document.hidden) check();
+      else next();
+    });
+    next();
+  }
+
+  function listed(names) {
+    if (names.length <= 1) return names.join("");
+    return names.slice(0, -1).join(", ") + " and " + names[names.length - 1];
+  }
+
+  function capital(s) {
+    return s.charAt(0).toUpperCase() + s.slice(1);
+  }
+
+  // utc writes a time as the server writes every time on the page.
+  function utc(t) {
+    return new Date(t).toISOString().slice(11, 16) + " UTC";
+  }
+
+  function toggle(selector, hidden) {
+    var els = document.querySelectorAll(selector);
+    for (var i = 0; i < els.length; i++) els[i].hidden = hidden;
+  }
+
   var state = "held"; // held → lost (told by the server) or left (we released)
   var submitting = false;
   var failures = 0;
@@ -144,6 +234,7 @@
       el = document.createElement("div");
       el.id = "holdfast-notice";
       el.style.cssText = "margin:0 0 1em;padding:.75em 1em;border:2px solid #b00020;background:#fff4f4;color:#222;font:inherit";
+      el.setAttribute("data-holdfast-styled", "");
       document.body.insertBefore(el, document.body.firstChild);
     }
     return el;
@@ -153,7 +244,15 @@
     var el = notice();
     el.hidden = false;
     el.className = "holdfast-notice holdfast-" + kind;
-    el.setAttribute("role", "alert");
+    // News that a record is free, or held by someone else now, does not
+    // interrupt; a lost lock or a failing connection does.
+    var news = kind === "free" || kind === "changed";
+    el.setAttribute("role", news ? "status" : "alert");
+    if (el.hasAttribute("data-holdfast-styled")) {
+      // The script's own element; a page's own is styled by the page.
+      el.style.borderColor = kind === "free" ? "#1b6e35" : "#b00020";
+      el.style.background = kind === "free" ? "#f1faf3" : "#fff4f4";
+    }
     el.textContent = "";
     var h = document.createElement("strong");
     h.textContent = title;

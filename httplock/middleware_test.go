@@ -393,3 +393,87 @@ func TestConfigRejectsHeartbeatsOutsideTheIdleTimeout(t *testing.T) {
 		t.Fatal("no service accepted")
 	}
 }
+
+func TestHoldersTellAReadOnlyPageWhoHoldsTheKey(t *testing.T) {
+	t.Parallel()
+	services(t, func(t *testing.T, a *app) {
+		holders := func(sid, user, key string) (int, httplock.Holders) {
+			t.Helper()
+			res := a.do(t, sid, user, "GET", "/holdfast/holders?key="+url.QueryEscape(key), "", "", nil)
+			var hs httplock.Holders
+			if res.StatusCode == http.StatusOK {
+				if err := json.NewDecoder(res.Body).Decode(&hs); err != nil {
+					t.Fatal(err)
+				}
+			}
+			return res.StatusCode, hs
+		}
+		p := a.edit(t, "s1", "bob", false)
+		code, hs := holders("s2", "ann", "doc/1")
+		if code != http.StatusOK || len(hs.Locks) != 1 || hs.More {
+			t.Fatalf("held: %d %+v", code, hs)
+		}
+		h := hs.Locks[0]
+		if h.Key != "doc/1" || h.Token != p.Lock.Token || h.Name != "bob (name)" || h.Mine ||
+			!time.Time(h.AcquiredAt).Equal(p.Lock.AcquiredAt) || !time.Time(h.ExpiresAt).Equal(p.Lock.ExpiresAt) {
+			t.Fatalf("holder %+v, want the lock of %+v", h, p.Lock)
+		}
+		// Locks above and below the key stand in the way too.
+		if _, hs := holders("s2", "ann", "doc"); len(hs.Locks) != 1 {
+			t.Fatalf("the parent of a held key: %+v", hs)
+		}
+		if _, hs := holders("s1", "bob", "doc/1/part"); len(hs.Locks) != 1 || !hs.Locks[0].Mine {
+			t.Fatalf("a child of the holder's own key: %+v", hs)
+		}
+		if _, hs := holders("s2", "ann", "doc/2"); len(hs.Locks) != 0 {
+			t.Fatalf("another key: %+v", hs)
+		}
+		// Asking is not activity: it heartbeats nobody's session.
+		before := a.ops.count("heartbeat")
+		holders("s3", "cid", "doc/1")
+		holders("s3", "cid", "doc/1")
+		if n := a.ops.count("heartbeat") - before; n != 0 {
+			t.Fatalf("asking who holds a key made %d heartbeats", n)
+		}
+
+		a.do(t, "s1", "bob", "POST", "/holdfast/release", "application/x-www-form-urlencoded",
+			url.Values{httplock.PageField: {p.Page.ID}, httplock.TokenField: {p.Page.Token}}.Encode(), nil)
+		if _, hs := holders("s2", "ann", "doc/1"); len(hs.Locks) != 0 {
+			t.Fatalf("after the release: %+v", hs)
+		}
+
+		for _, c := range []struct {
+			sid, key string
+			want     int
+		}{
+			{"", "doc/1", http.StatusForbidden},     // nobody signed in
+			{"s2", "", http.StatusBadRequest},       // no key would list every lock
+			{"s2", "doc//1", http.StatusBadRequest}, // not a key
+		} {
+			if code, _ := holders(c.sid, "ann", c.key); code != c.want {
+				t.Errorf("sid %q key %q: %d, want %d", c.sid, c.key, code, c.want)
+			}
+		}
+	})
+}
+
+func TestWatchScriptTag(t *testing.T) {
+	t.Parallel()
+	services(t, func(t *testing.T, a *app) {
+		if tag := a.mw.WatchScriptTag("doc/1", nil); tag != "" {
+			t.Fatalf("nothing held: %s", tag)
+		}
+		p := a.edit(t, "s1", "bob", false)
+		tag := string(a.mw.WatchScriptTag("doc/1", a.holders(t)))
+		for _, want := range []string{
+			`data-watch="doc/1"`,
+			`data-locks="doc/1@` + strconv.FormatUint(p.Lock.Token, 10) + `"`,
+			`data-names="[&#34;bob (name)&#34;]"`,
+			`data-prefix="/holdfast/"`,
+		} {
+			if !strings.Contains(tag, want) {
+				t.Errorf("%s lacks %s", tag, want)
+			}
+		}
+	})
+}

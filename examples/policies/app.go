@@ -204,8 +204,11 @@ type pageData struct {
 	Editing *editing
 	// TakeoverAction is where "take over" posts, when the holder is me.
 	TakeoverAction string
-	Locks          []adminRow
-	People         []person
+	// Watch, on a read-only view of a held policy, tells the reader when
+	// the policy is free again.
+	Watch  template.HTML
+	Locks  []adminRow
+	People []person
 }
 
 type editing struct {
@@ -406,6 +409,7 @@ func (a *app) showPolicy(w http.ResponseWriter, r *http.Request, status int, id 
 		}
 		d.Holders = append(d.Holders, h)
 	}
+	d.Watch = a.mw.WatchScriptTag(a.repos.Policies.Key(id), locks)
 	d.Policy = p
 	d.Title = "Policy " + p.Number
 	a.render(w, r, status, "policy", d)

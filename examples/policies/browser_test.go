@@ -331,8 +331,11 @@ func TestColleagueSeesTheLockAndClosingTheTabReleasesIt(t *testing.T) {
 	ben.screenshot("2-list-shows-who-edits")
 
 	ben.open("/policies/1/edit")
-	ben.waitText("Being edited by Ada Lovelace since "+since, "at "+until+" at the latest",
+	got := ben.waitText("Being edited by Ada Lovelace since "+since, "at "+until+" at the latest",
 		"Last active just now", "ask an administrator to release the lock", "Harbour Bakery Ltd")
+	if strings.Contains(got, "Edit policy") || strings.Contains(got, "Edit coverage") {
+		t.Fatalf("the read-only view offers to edit:\n%s", got)
+	}
 	ben.screenshot("3-colleague-read-only-view")
 
 	// Ada closes the tab: the page's release beacon frees the policy now,
@@ -340,7 +343,13 @@ func TestColleagueSeesTheLockAndClosingTheTabReleasesIt(t *testing.T) {
 	editor.navigate(`location.assign("about:blank")`)
 	s.waitLocks("policy/1", 0)
 
-	ben.open("/policies/1/edit")
+	// Ben's page, left open, says so by itself and offers to edit.
+	got = ben.waitText("Free to edit now", "Ada Lovelace no longer holds the edit lock, so you can edit this now.")
+	if strings.Contains(got, "Being edited by") {
+		t.Fatalf("the page still says who edited it:\n%s", got)
+	}
+	ben.screenshot("4-colleague-told-it-is-free")
+	ben.click("#edit")
 	ben.waitText("You are editing this policy.")
 	// Cancel releases.
 	ben.click("#cancel")
@@ -559,4 +568,38 @@ func TestEditingACoverageLocksThePolicy(t *testing.T) {
 	s.waitLocks("policy/1", 0)
 	ada.open("/policies/1/edit")
 	ada.waitText("You are editing this policy.")
+}
+
+// A colleague's read-only page follows the lock: when its holder changes
+// without the policy ever being free to them, it says who holds it now,
+// and never offers to edit.
+func TestReadOnlyPageFollowsANewHolder(t *testing.T) {
+	t.Parallel()
+	s := startSite(t)
+	ada := s.signIn(t, "ada")
+	ben := s.signIn(t, "ben")
+
+	ada.open("/policies/2/edit")
+	ada.waitText("You are editing this policy.")
+	ben.open("/policies/2")
+	ben.waitText("Being edited by Ada Lovelace")
+
+	// Within one poll of Ben's page, or between two: Ben's page may see
+	// the policy free for a moment, and then held again; either way it
+	// ends by naming the new holder.
+	ctx := context.Background()
+	if _, err := s.locks.ForceRelease(ctx, holdfast.ForceReleaseRequest{Keys: []string{"policy/2"}, Reason: "handover", Actor: "Carol Diaz"}); err != nil {
+		t.Fatal(err)
+	}
+	res, err := s.locks.Acquire(ctx, holdfast.AcquireRequest{Keys: []string{"policy/2"},
+		Owner: holdfast.Owner{Session: "desk-7", User: "dan", Name: "Dan Ito"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	since := res.Locks[0].AcquiredAt.UTC().Format("15:04") + " UTC"
+	got := ben.waitText("Someone is editing this now", "held again now: by Dan Ito, since "+since)
+	if strings.Contains(got, "Being edited by Ada Lovelace") || strings.Contains(got, "Edit policy") {
+		t.Fatalf("the page still shows the old holder, or offers to edit:\n%s", got)
+	}
+	ben.screenshot("read-only-page-names-the-new-holder")
 }

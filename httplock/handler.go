@@ -276,5 +276,6 @@ func (m *Middleware) ScriptTag(p Page, l holdfast.Lock) template.HTML {
 		attr("key", l.Key) + attr("lock-token", strconv.FormatUint(l.Token, 10)) +
 		attr("heartbeat", strconv.FormatInt(m.cfg.PageHeartbeat.Milliseconds(), 10)) +
 		attr("hidden-heartbeat", strconv.FormatInt(m.cfg.HiddenPageHeartbeat.Milliseconds(), 10)) +
+		attr("release-inactive", strconv.FormatInt(max(0, m.cfg.ReleaseInactivePageAfter.Milliseconds()), 10)) +
 		`></script>`)
 }

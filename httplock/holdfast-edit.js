@@ -129,7 +129,7 @@
     for (var i = 0; i < els.length; i++) els[i].hidden = hidden;
   }
 
-  var state = "held"; // held → lost (told by the server) or left (we released)
+  var state = "held"; // held → lost (told by the server, or released for disuse) or left (we released)
   var submitting = false;
   var failures = 0;
   var timer = null;
@@ -148,8 +148,54 @@
     timer = setTimeout(beat, document.hidden ? hiddenMs : visibleMs);
   }
 
+  // A page nobody uses is released after releaseInactiveMs, so that a
+  // tab forgotten over lunch does not keep the record locked all
+  // afternoon; the last quarter of that time (at most 5 minutes) warns.
+  var releaseInactiveMs = Number(cfg.releaseInactive) || 0;
+  var lastUsed = Date.now();
+  ["keydown", "input", "pointerdown", "wheel", "touchstart"].forEach(function (t) {
+    document.addEventListener(t, used, { capture: true, passive: true });
+  });
+
+  function used() {
+    lastUsed = Date.now();
+    var el = document.getElementById("holdfast-notice");
+    if (state === "held" && el && el.classList.contains("holdfast-inactive")) el.hidden = true;
+  }
+
+  // unused releases the lock of a page unused too long, and warns before;
+  // it reports whether it released.
+  function unused() {
+    if (!releaseInactiveMs) return false;
+    var idle = Date.now() - lastUsed;
+    if (idle >= releaseInactiveMs) {
+      state = "lost";
+      clearTimeout(timer);
+      navigator.sendBeacon(cfg.prefix + "release", pageParams());
+      show("lost", "Your edit lock was released",
+        "Nobody typed or clicked on this page for " + minutesText(releaseInactiveMs) +
+        ", so its edit lock was released for others to edit.",
+        "Your unsaved changes are still in the form below; copy them, then open the record again to go on. Saving from this page is turned off.");
+      disableSaving();
+      return true;
+    }
+    if (idle >= releaseInactiveMs - Math.min(5 * 60000, releaseInactiveMs / 4)) {
+      show("inactive", "Are you still editing?",
+        "You have not used this page since " + utc(lastUsed) + ". Its edit lock will be released at " +
+        utc(lastUsed + releaseInactiveMs) + ", for others to edit, unless you type or click here.");
+    }
+    return false;
+  }
+
+  function minutesText(ms) {
+    var minutes = Math.round(ms / 60000);
+    if (minutes < 1) return Math.round(ms / 1000) + " seconds";
+    return minutes === 1 ? "a minute" : minutes + " minutes";
+  }
+
   function beat() {
     if (state !== "held") return;
+    if (unused()) return;
     var body = pageParams();
     body.append("key", cfg.key);
     body.set("lock_token", cfg.lockToken);
@@ -263,6 +309,17 @@
       p.textContent = t;
       el.appendChild(p);
     });
+    // A lost lock's banner offers the page's way back in, if it has one.
+    var reopen = kind === "lost" && document.querySelector("a[data-holdfast-reopen]");
+    if (reopen) {
+      var link = reopen.cloneNode(true);
+      link.removeAttribute("data-holdfast-reopen");
+      link.removeAttribute("id");
+      link.hidden = false;
+      var p = document.createElement("p");
+      p.appendChild(link);
+      el.appendChild(p);
+    }
   }
 
   // ending warns, in the last minutes of the lock's lifetime, that saving

@@ -61,6 +61,16 @@ type Config struct {
 	// third of IdleTimeout. Browsers may delay timers of hidden tabs to
 	// once a minute, so keep IdleTimeout at 3 minutes or more.
 	HiddenPageHeartbeat time.Duration
+	// ReleaseInactivePageAfter is how long an open edit page may go
+	// without its person typing, clicking or scrolling in it before the
+	// page releases its lock, as if it had been left: heartbeats keep a
+	// forgotten tab's lock alive, so without this bound a record left open
+	// over lunch stays locked until the lock itself expires. The page
+	// warns in the last quarter of it (at most the last 5 minutes), and
+	// any use clears the warning. Default 60 minutes; negative turns it
+	// off. It must be longer than PageHeartbeat, the pace of the page's
+	// checks.
+	ReleaseInactivePageAfter time.Duration
 	// Prefix is the path where Handler is mounted; default "/holdfast/".
 	Prefix string
 	// Logger receives keep-alive failures; default slog.Default().
@@ -100,6 +110,13 @@ func (c *Config) Validate() error {
 	if c.PageHeartbeat >= c.IdleTimeout || c.HiddenPageHeartbeat >= c.IdleTimeout {
 		return fmt.Errorf("httplock: page heartbeats (%s, hidden %s) must come well within the idle timeout %s",
 			c.PageHeartbeat, c.HiddenPageHeartbeat, c.IdleTimeout)
+	}
+	if c.ReleaseInactivePageAfter == 0 {
+		c.ReleaseInactivePageAfter = 60 * time.Minute
+	}
+	if c.ReleaseInactivePageAfter > 0 && c.ReleaseInactivePageAfter <= c.PageHeartbeat {
+		return fmt.Errorf("httplock: ReleaseInactivePageAfter %s must be longer than PageHeartbeat %s, the pace at which a page checks it",
+			c.ReleaseInactivePageAfter, c.PageHeartbeat)
 	}
 	if c.Prefix == "" {
 		c.Prefix = "/holdfast/"

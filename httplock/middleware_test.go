@@ -392,6 +392,34 @@ func TestConfigRejectsHeartbeatsOutsideTheIdleTimeout(t *testing.T) {
 	if _, err := httplock.New(httplock.Config{Owner: cfg.Owner}); err == nil {
 		t.Fatal("no service accepted")
 	}
+	cfg.PageHeartbeat, cfg.ReleaseInactivePageAfter = 10*time.Second, 10*time.Second
+	if _, err := httplock.New(cfg); err == nil || !strings.Contains(err.Error(), "ReleaseInactivePageAfter 10s must be longer than PageHeartbeat 10s") {
+		t.Fatalf("a page released before its first check: err = %v", err)
+	}
+}
+
+func TestScriptTagCarriesTheInactivePageLimit(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		set  time.Duration
+		want string
+	}{
+		{0, `data-release-inactive="3600000"`}, // an hour by default
+		{90 * time.Second, `data-release-inactive="90000"`},
+		{-1, `data-release-inactive="0"`}, // never
+	} {
+		mw, err := httplock.New(httplock.Config{
+			Service:                  &holdfast.Manager{},
+			Owner:                    func(*http.Request) (holdfast.Owner, bool) { return holdfast.Owner{}, false },
+			ReleaseInactivePageAfter: c.set,
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if tag := string(mw.ScriptTag(httplock.Page{ID: "p", Token: "t"}, holdfast.Lock{Key: "doc/1"})); !strings.Contains(tag, c.want) {
+			t.Errorf("ReleaseInactivePageAfter %s: %s lacks %s", c.set, tag, c.want)
+		}
+	}
 }
 
 func TestHoldersTellAReadOnlyPageWhoHoldsTheKey(t *testing.T) {

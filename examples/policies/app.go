@@ -52,9 +52,10 @@ type appConfig struct {
 	DB    *sql.DB
 	// IdleTimeout and the page heartbeats tune httplock; zero means its
 	// defaults.
-	IdleTimeout         time.Duration
-	PageHeartbeat       time.Duration
-	HiddenPageHeartbeat time.Duration
+	IdleTimeout              time.Duration
+	PageHeartbeat            time.Duration
+	HiddenPageHeartbeat      time.Duration
+	ReleaseInactivePageAfter time.Duration
 	// Now is the lock store's clock, for "last active 2 minutes ago".
 	Now    func() time.Time
 	Logger *slog.Logger
@@ -94,12 +95,13 @@ func newApp(ctx context.Context, cfg appConfig) (http.Handler, error) {
 	}
 	a := &app{svc: cfg.Locks, repos: repos, now: cfg.Now, log: cfg.Logger, signedIn: make(map[string]string)}
 	a.mw, err = httplock.New(httplock.Config{
-		Service:             cfg.Locks,
-		Owner:               a.owner,
-		IdleTimeout:         cfg.IdleTimeout,
-		PageHeartbeat:       cfg.PageHeartbeat,
-		HiddenPageHeartbeat: cfg.HiddenPageHeartbeat,
-		Logger:              cfg.Logger,
+		Service:                  cfg.Locks,
+		Owner:                    a.owner,
+		IdleTimeout:              cfg.IdleTimeout,
+		PageHeartbeat:            cfg.PageHeartbeat,
+		HiddenPageHeartbeat:      cfg.HiddenPageHeartbeat,
+		ReleaseInactivePageAfter: cfg.ReleaseInactivePageAfter,
+		Logger:                   cfg.Logger,
 	})
 	if err != nil {
 		return nil, err

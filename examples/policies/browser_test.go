@@ -112,8 +112,9 @@ func startSite(t *testing.T) *site {
 	return startSiteWith(t, testLockTypes())
 }
 
-// startSiteWith starts the site with the lock types of types.
-func startSiteWith(t *testing.T, types holdfast.Config) *site {
+// startSiteWith starts the site with the lock types of types, and with
+// its settings changed by each of tune.
+func startSiteWith(t *testing.T, types holdfast.Config, tune ...func(*appConfig)) *site {
 	t.Helper()
 	clock := &fakeClock{now: time.Now().UTC().Truncate(time.Second)}
 	mgr, err := holdfast.New(memstore.New(memstore.Config{Now: clock.Now}), types)
@@ -126,12 +127,16 @@ func startSiteWith(t *testing.T, types holdfast.Config) *site {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { db.Close() })
-	h, err := newApp(context.Background(), appConfig{
+	cfg := appConfig{
 		Locks: mgr, Types: types, DB: db, Now: clock.Now,
 		// The store's clock moves for idleness; heartbeats run on the
 		// browser's clock, fast, so that a page learns within a second.
 		IdleTimeout: idleTimeout, PageHeartbeat: 200 * time.Millisecond, HiddenPageHeartbeat: 400 * time.Millisecond,
-	})
+	}
+	for _, f := range tune {
+		f(&cfg)
+	}
+	h, err := newApp(context.Background(), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -428,7 +433,7 @@ func TestAdministratorForceReleaseShowsWhoAndWhy(t *testing.T) {
 	// with the same explanation, and the input is still there.
 	get(ada, chromedp.Evaluate[bool](`document.querySelector("#save").disabled = false`))
 	ada.click("#save")
-	ada.waitText("Not saved", "Carol Diaz", "Month-end close, Ada is out today")
+	ada.waitText("Not saved", "Carol Diaz", "Month-end close, Ada is out today", "Open the policy again")
 	if v := ada.value("#premium"); v != "350.00 EUR" {
 		t.Fatalf("premium after refused save = %q", v)
 	}
@@ -602,4 +607,43 @@ func TestReadOnlyPageFollowsANewHolder(t *testing.T) {
 		t.Fatalf("the page still shows the old holder, or offers to edit:\n%s", got)
 	}
 	ben.screenshot("read-only-page-names-the-new-holder")
+}
+
+// An edit page nobody uses warns, then releases its lock, though its
+// heartbeats would keep it; using the page clears the warning.
+func TestUnusedEditPageReleasesItsLock(t *testing.T) {
+	t.Parallel()
+	const after = 8 * time.Second // the warning comes in its last 2 seconds
+	s := startSiteWith(t, testLockTypes(), func(c *appConfig) { c.ReleaseInactivePageAfter = after })
+	ada := s.signIn(t, "ada")
+	ben := s.signIn(t, "ben")
+
+	ada.open("/policies/3/edit")
+	ada.waitText("You are editing this policy.")
+	get(ada, chromedp.Evaluate[string](`document.querySelector("#premium").value = ""`))
+	ada.run(chromedp.SendKeys(chromedp.ID("premium"), "99.00 EUR"))
+	ada.waitText("Are you still editing?", "unless you type or click here")
+	// Typing is use: the warning goes, and the lock stays.
+	ada.run(chromedp.SendKeys(chromedp.ID("premium"), " "))
+	if got := ada.text(); strings.Contains(got, "Are you still editing?") {
+		t.Fatalf("the warning stayed after typing:\n%s", got)
+	}
+	s.waitLocks("policy/3", 1)
+
+	ada.waitText("Your edit lock was released", "Nobody typed or clicked on this page for 8 seconds")
+	s.waitLocks("policy/3", 0)
+	if !ada.disabled("#save") {
+		t.Fatal("Save is still enabled on a page whose lock was released")
+	}
+	if v := ada.value("#premium"); v != "99.00 EUR " {
+		t.Fatalf("premium = %q, want Ada's unsaved input", v)
+	}
+	ada.screenshot("unused-page-released")
+	// The banner offers the way back in.
+	if href := get(ada, chromedp.Evaluate[string](`(document.querySelector("#holdfast-notice a") || {}).href || ""`)); !strings.HasSuffix(href, "/policies/3/edit") {
+		t.Fatalf("the banner's link goes to %q, want the edit page", href)
+	}
+
+	ben.open("/policies/3/edit")
+	ben.waitText("You are editing this policy.")
 }

@@ -33,11 +33,12 @@ func main() {
 	addr := flag.String("addr", "127.0.0.1:8080", "address to listen on")
 	data := flag.String("data", "policies-data", "directory for the SQLite database and the embedded lock store")
 	idle := flag.Duration("idle-timeout", 3*time.Minute, "release an editor's locks after this long without a heartbeat (a closed tab, a sleeping laptop)")
+	inactive := flag.Duration("release-inactive-page-after", time.Hour, "release the lock of an open edit page nobody has typed or clicked in for this long (negative: never)")
 	flag.Parse()
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := run(ctx, *addr, *data, *idle); err != nil {
+	if err := run(ctx, *addr, *data, appConfig{IdleTimeout: *idle, ReleaseInactivePageAfter: *inactive}); err != nil {
 		fmt.Fprintln(os.Stderr, "policies:", err)
 		os.Exit(1)
 	}
@@ -57,7 +58,9 @@ func lockTypes() holdfast.Config {
 	}
 }
 
-func run(ctx context.Context, addr, data string, idle time.Duration) error {
+// run serves the example from the data directory, with the page timings
+// of cfg.
+func run(ctx context.Context, addr, data string, cfg appConfig) error {
 	if err := os.MkdirAll(data, 0o755); err != nil {
 		return err
 	}
@@ -78,7 +81,8 @@ func run(ctx context.Context, addr, data string, idle time.Duration) error {
 	}
 	defer db.Close()
 
-	h, err := newApp(ctx, appConfig{Locks: mgr, Types: lockTypes(), DB: db, IdleTimeout: idle})
+	cfg.Locks, cfg.Types, cfg.DB = mgr, lockTypes(), db
+	h, err := newApp(ctx, cfg)
 	if err != nil {
 		return err
 	}

@@ -58,6 +58,10 @@
     } catch (e) {
       // Without the names the page still says that the record is free.
     }
+    // News, not an alarm: set before anything is said, so that screen
+    // readers announce it politely when it comes.
+    var region = document.getElementById("holdfast-notice");
+    if (region) region.setAttribute("role", "status");
     var watchTimer = null;
     var stopped = false;
     function next() {

@@ -417,6 +417,10 @@ func TestAdministratorForceReleaseShowsWhoAndWhy(t *testing.T) {
 
 	carol.open("/admin/locks")
 	carol.waitText("policy/3", "Ada Lovelace")
+	// Each row's button says which lock it releases, to a screen reader too.
+	if name := get(carol, chromedp.Evaluate[string](`document.querySelector("#locks button").getAttribute("aria-label")`)); name != "Force release policy/3, held by Ada Lovelace" {
+		t.Fatalf("the button's accessible name is %q", name)
+	}
 	carol.screenshot("admin-locks")
 	carol.run(chromedp.SetValue(chromedp.CSS(`input[name="reason"]`), "Month-end close, Ada is out today"))
 	carol.click(`#locks button`)

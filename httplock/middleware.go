@@ -115,7 +115,7 @@ func (c *Config) Validate() error {
 		c.ReleaseInactivePageAfter = 60 * time.Minute
 	}
 	if c.ReleaseInactivePageAfter > 0 && c.ReleaseInactivePageAfter <= c.PageHeartbeat {
-		return fmt.Errorf("httplock: ReleaseInactivePageAfter %s must be longer than PageHeartbeat %s, the pace at which a page checks it",
+		return fmt.Errorf("httplock: ReleaseInactivePageAfter %s must be longer than PageHeartbeat %s, the pace at which a page checks it (negative turns it off)",
 			c.ReleaseInactivePageAfter, c.PageHeartbeat)
 	}
 	if c.Prefix == "" {

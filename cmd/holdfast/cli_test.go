@@ -484,7 +484,7 @@ func TestExitCodes(t *testing.T) {
 		{[]string{"lock", "/bad", "--session", "s"}, exitUsage, `the server refused the request: keys[0]: key "/bad" starts with /`},
 		{[]string{"serve", "--lisen", "127.0.0.1:0"}, exitUsage, "flag provided but not defined: -lisen"},
 		{[]string{"serve", "extra-arg"}, exitUsage, "unexpected arguments: extra-arg"},
-		{[]string{"serve", "--listen", "127.0.0.1"}, exitUsage, `listen "127.0.0.1": want host:port`},
+		{[]string{"serve", "--listen", "127.0.0.1"}, exitUsage, `listen "127.0.0.1" (from --listen): want host:port`},
 		{[]string{"serve", "--listen", "127.0.0.1:0", "--store", "redis://localhost:6379"}, exitUsage, "not supported yet"},
 		{[]string{"migrate", "--store", "postgres://%zz"}, exitUsage, "not a valid postgres:// URL"},
 		{[]string{"version", "now"}, exitUsage, "takes no arguments"},

@@ -8,7 +8,10 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net"
+	"os"
+	"reflect"
 	"regexp"
 	"slices"
 	"strconv"
@@ -92,6 +95,12 @@ type Config struct {
 	// Types are per record type policies: [types.policy] policy =
 	// "read-write". Only the file sets them.
 	Types map[string]TypePolicy `toml:"types"`
+
+	// sources are where each key's value was last set ("--listen",
+	// "HOLDFAST_LISTEN", "config file holdfast.toml, line 3"), so that an
+	// error can say which of them to fix. A key left at its default has
+	// none.
+	sources map[string]string
 }
 
 // TypePolicy is one record type's lock policy; zero fields take the
@@ -212,8 +221,8 @@ func (f *Flags) Load(getenv func(string) string) (Config, error) {
 		if !given[name] {
 			continue
 		}
-		if err := cfg.set(k.key, *f.values[k.key]); err != nil {
-			return Config{}, fmt.Errorf("--%s: %w", name, err)
+		if err := cfg.set(k.key, *f.values[k.key], "--"+name); err != nil {
+			return Config{}, err
 		}
 	}
 	if err := cfg.Validate(); err != nil {
@@ -244,15 +253,62 @@ func (b *boolFlag) Set(v string) error {
 func (b *boolFlag) IsBoolFlag() bool { return true }
 
 func (c *Config) readFile(path string) error {
-	md, err := toml.DecodeFile(path, c)
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return fmt.Errorf("config file %s: %w", path, err)
+	}
+	md, err := toml.Decode(string(data), c)
 	if err != nil {
 		return fmt.Errorf("config file %s: %w", path, err)
 	}
 	if undecoded := md.Undecoded(); len(undecoded) > 0 {
 		return fmt.Errorf("config file %s: unknown key %s", path, undecoded[0])
 	}
+	// Errors name a setting, or a type's table, so each is recorded at the
+	// first line that sets it or a field of it (md.Keys is in file order).
+	named := make(map[string]bool)
+	for _, key := range md.Keys() {
+		name := key[:1]
+		if key[0] == "types" && len(key) > 1 {
+			name = key[:2]
+		}
+		if named[name.String()] {
+			continue
+		}
+		named[name.String()] = true
+		source := "config file " + path
+		if line := keyLine(string(data), key); line > 0 {
+			source += fmt.Sprintf(", line %d", line)
+		}
+		c.setSource(name.String(), source)
+	}
 	return nil
 }
+
+// keyLine returns the line of data, a TOML document, that sets key, or 0
+// if the decoder does not know it. The decoder tells a key's line only in
+// its errors, so key is decoded alone into a value that refuses it.
+func keyLine(data string, key toml.Key) int {
+	t := reflect.TypeFor[lineProbe]()
+	for i := len(key) - 1; i >= 0; i-- {
+		t = reflect.StructOf([]reflect.StructField{{
+			Name: "Key",
+			Type: t,
+			Tag:  reflect.StructTag("toml:" + strconv.Quote(key[i])),
+		}})
+	}
+	_, err := toml.Decode(data, reflect.New(t).Interface())
+	if perr, ok := errors.AsType[toml.ParseError](err); ok {
+		return perr.Position.Line
+	}
+	return 0
+}
+
+// lineProbe refuses every value, so that decoding it reports where the
+// value is.
+type lineProbe struct{}
+
+func (lineProbe) UnmarshalTOML(any) error { return errors.New("probing for the line") }
 
 // envKeys lists the settings that HOLDFAST_* variables can set.
 var envKeys = []string{
@@ -293,18 +349,17 @@ func (c *Config) readEnv(getenv func(string) string) error {
 		if v == "" {
 			continue
 		}
-		if err := c.set(key, v); err != nil {
-			if key == "tokens" {
-				return fmt.Errorf("%s: %w", name, err) // without the value: it holds secrets
-			}
-			return fmt.Errorf("%s=%q: %w", name, v, err)
+		if err := c.set(key, v, name); err != nil {
+			return err
 		}
 	}
 	return nil
 }
 
-// set sets one key from its string form, as environment variables give it.
-func (c *Config) set(key, v string) error {
+// set sets one key from its string form, as environment variables and
+// flags give it, and records source as where it was set.
+func (c *Config) set(key, v, source string) error {
+	c.setSource(key, source)
 	var err error
 	switch key {
 	case "listen":
@@ -343,69 +398,119 @@ func (c *Config) set(key, v string) error {
 	case "debug_listen":
 		c.DebugListen = v
 	default:
-		err = fmt.Errorf("unknown key %q", key)
+		return fmt.Errorf("%s: unknown key %q", source, key)
 	}
-	return err
+	if err != nil {
+		return c.invalid(key, v, "%w", err)
+	}
+	return nil
 }
 
-// Validate reports the first problem with c.
+func (c *Config) setSource(key, source string) {
+	if c.sources == nil {
+		c.sources = make(map[string]string)
+	}
+	c.sources[key] = source
+}
+
+// secretKeys are the keys whose values errors never show: tokens are
+// secrets, and a store DSN may hold a password.
+var secretKeys = map[string]bool{"tokens": true, "store": true}
+
+// invalid returns an error about key's value, as "key value (from
+// source): problem", so that every error names the setting, its value and
+// where it was set in the same words.
+func (c *Config) invalid(key string, value any, problem string, args ...any) error {
+	subject := key
+	switch v := value.(type) {
+	case nil:
+	case string:
+		subject += " " + strconv.Quote(v)
+	default:
+		subject += fmt.Sprint(" ", v)
+	}
+	if secretKeys[key] {
+		subject = key
+	}
+	if source := c.sources[key]; source != "" {
+		subject += " (from " + source + ")"
+	}
+	return fmt.Errorf("%s: %w", subject, fmt.Errorf(problem, args...))
+}
+
+// Validate reports the first problem with c, naming where the value at
+// fault was set.
 func (c *Config) Validate() error {
 	if c.Listen == "" {
-		return errors.New("listen: an address is required")
+		return c.invalid("listen", c.Listen, "an address is required")
 	}
 	if _, _, err := net.SplitHostPort(c.Listen); err != nil {
-		return fmt.Errorf("listen %q: want host:port, like %s (port 0 picks a free one)", c.Listen, DefaultListen)
+		return c.invalid("listen", c.Listen, "want host:port, like %s (port 0 picks a free one)", DefaultListen)
 	}
 	if c.Store == "" {
-		return errors.New("store: a DSN is required")
+		return c.invalid("store", nil, "a DSN is required")
 	}
 	if !schemaName.MatchString(c.Schema) {
-		return fmt.Errorf("schema %q: want 1-63 lower-case letters, digits and underscores, not starting with a digit", c.Schema)
+		return c.invalid("schema", c.Schema, "want 1-63 lower-case letters, digits and underscores, not starting with a digit")
 	}
 	if _, err := c.ServerTokens(); err != nil {
 		return err
 	}
 	if len(c.Tokens) == 0 && !IsLoopback(c.Listen) {
-		return fmt.Errorf("listen %s: no tokens are configured (HOLDFAST_TOKENS or tokens in the config file), so the server only listens on a loopback address", c.Listen)
+		return c.invalid("listen", c.Listen, "no tokens are configured (HOLDFAST_TOKENS or tokens in the config file), so the server only listens on a loopback address")
 	}
 	if c.MaxBodyBytes <= 0 {
-		return errors.New("max_body_bytes must be positive")
+		return c.invalid("max_body_bytes", c.MaxBodyBytes, "must be positive")
 	}
 	for _, d := range []struct {
-		name  string
-		value time.Duration
+		key   string
+		value Duration
 	}{
-		{"sweep_interval", time.Duration(c.SweepInterval)},
-		{"audit_retention", time.Duration(c.AuditRetention)},
-		{"shutdown_timeout", time.Duration(c.ShutdownTimeout)},
-		{"store_timeout", time.Duration(c.StoreTimeout)},
+		{"sweep_interval", c.SweepInterval},
+		{"audit_retention", c.AuditRetention},
+		{"shutdown_timeout", c.ShutdownTimeout},
+		{"store_timeout", c.StoreTimeout},
 	} {
 		if d.value <= 0 {
-			return fmt.Errorf("%s %v: must be positive", d.name, d.value)
+			return c.invalid(d.key, d.value, "must be positive")
 		}
 	}
 	if c.DebugListen != "" {
 		if _, _, err := net.SplitHostPort(c.DebugListen); err != nil {
-			return fmt.Errorf("debug_listen %q: want host:port, like 127.0.0.1:6060", c.DebugListen)
+			return c.invalid("debug_listen", c.DebugListen, "want host:port, like 127.0.0.1:6060")
 		}
 		if !IsLoopback(c.DebugListen) {
-			return fmt.Errorf("debug_listen %s: the profiler shows the process's memory, so it only listens on a loopback address", c.DebugListen)
+			return c.invalid("debug_listen", c.DebugListen, "the profiler shows the process's memory, so it only listens on a loopback address")
 		}
 	}
-	if (c.TLSCert == "") != (c.TLSKey == "") {
-		return errors.New("tls_cert and tls_key go together: set both or neither")
+	if c.TLSCert != "" && c.TLSKey == "" {
+		return c.invalid("tls_cert", c.TLSCert, "tls_key is not set; tls_cert and tls_key go together, set both or neither")
+	}
+	if c.TLSKey != "" && c.TLSCert == "" {
+		return c.invalid("tls_key", c.TLSKey, "tls_cert is not set; tls_cert and tls_key go together, set both or neither")
 	}
 	switch c.LogFormat {
 	case "text", "json":
 	default:
-		return fmt.Errorf("log_format %q: want text or json", c.LogFormat)
+		return c.invalid("log_format", c.LogFormat, "want text or json")
 	}
 	if _, err := c.SlogLevel(); err != nil {
 		return err
 	}
-	hc := c.Manager()
+	// The default policy, then each type alone, so that an error names the
+	// table at fault.
+	hc := holdfast.Config{Default: c.DefaultPolicy.holdfast()}
 	if err := hc.Validate(); err != nil {
-		return fmt.Errorf("types: %w", err)
+		return c.invalid("default_policy", nil, "%w", err)
+	}
+	for _, name := range slices.Sorted(maps.Keys(c.Types)) {
+		hc := holdfast.Config{
+			Default: c.DefaultPolicy.holdfast(),
+			Types:   map[string]holdfast.TypePolicy{name: c.Types[name].holdfast()},
+		}
+		if err := hc.Validate(); err != nil {
+			return c.invalid(toml.Key{"types", name}.String(), nil, "%w", err)
+		}
 	}
 	return nil
 }
@@ -416,7 +521,7 @@ func (c *Config) ServerTokens() ([]server.Token, error) {
 	for i, pair := range c.Tokens {
 		t, err := server.ParseToken(pair)
 		if err != nil {
-			return nil, fmt.Errorf("tokens: token %d: %w", i+1, err)
+			return nil, c.invalid("tokens", nil, "token %d: %w", i+1, err)
 		}
 		tokens = append(tokens, t)
 	}
@@ -466,7 +571,7 @@ func IsLoopback(addr string) bool {
 func (c *Config) SlogLevel() (slog.Level, error) {
 	var l slog.Level
 	if err := l.UnmarshalText([]byte(c.LogLevel)); err != nil {
-		return 0, fmt.Errorf("log_level %q: want debug, info, warn or error", c.LogLevel)
+		return 0, c.invalid("log_level", c.LogLevel, "want debug, info, warn or error")
 	}
 	return l, nil
 }

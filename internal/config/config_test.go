@@ -213,15 +213,15 @@ func TestRefused(t *testing.T) {
 		{name: "tls half set", args: []string{"--tls-cert", "c.pem"}, want: "tls_cert and tls_key"},
 		{name: "bad log level", args: []string{"--log-level", "loud"}, want: "log_level"},
 		{name: "zero body limit", args: []string{"--max-body-bytes", "0"}, want: "max_body_bytes"},
-		{name: "zero sweep interval", args: []string{"--sweep-interval", "0s"}, want: "sweep_interval 0s: must be positive"},
-		{name: "negative retention", args: []string{"--audit-retention", "-1h"}, want: "audit_retention -1h0m0s: must be positive"},
-		{name: "zero shutdown timeout", env: map[string]string{"HOLDFAST_SHUTDOWN_TIMEOUT": "0s"}, want: "shutdown_timeout 0s: must be positive"},
-		{name: "zero store timeout", args: []string{"--store-timeout", "0s"}, want: "store_timeout 0s: must be positive"},
+		{name: "zero sweep interval", args: []string{"--sweep-interval", "0s"}, want: "sweep_interval 0s (from --sweep-interval): must be positive"},
+		{name: "negative retention", args: []string{"--audit-retention", "-1h"}, want: "audit_retention -1h0m0s (from --audit-retention): must be positive"},
+		{name: "zero shutdown timeout", env: map[string]string{"HOLDFAST_SHUTDOWN_TIMEOUT": "0s"}, want: "shutdown_timeout 0s (from HOLDFAST_SHUTDOWN_TIMEOUT): must be positive"},
+		{name: "zero store timeout", args: []string{"--store-timeout", "0s"}, want: "store_timeout 0s (from --store-timeout): must be positive"},
 		{name: "bad schema", args: []string{"--schema", "Locks; DROP"}, want: "schema"},
 		{name: "bad migrate flag", env: map[string]string{"HOLDFAST_MIGRATE_ON_START": "maybe"}, want: "HOLDFAST_MIGRATE_ON_START"},
 		{name: "profiler off loopback", args: []string{"--debug-listen", "0.0.0.0:6060"}, want: "debug_listen"},
-		{name: "listen without port", args: []string{"--listen", "127.0.0.1"}, want: `listen "127.0.0.1": want host:port, like 127.0.0.1:7070`},
-		{name: "profiler without port", args: []string{"--debug-listen", "127.0.0.1"}, want: `debug_listen "127.0.0.1": want host:port`},
+		{name: "listen without port", args: []string{"--listen", "127.0.0.1"}, want: `listen "127.0.0.1" (from --listen): want host:port, like 127.0.0.1:7070`},
+		{name: "profiler without port", args: []string{"--debug-listen", "127.0.0.1"}, want: `debug_listen "127.0.0.1" (from --debug-listen): want host:port`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -275,5 +275,165 @@ func TestIsLoopback(t *testing.T) {
 		if got := IsLoopback(addr); got != want {
 			t.Errorf("IsLoopback(%q) = %v, want %v", addr, got, want)
 		}
+	}
+}
+
+// An operator with a file, an environment and flags must be told which one
+// holds a refused value: the last to set it.
+func TestRefusedNamesSource(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name string
+		file string // FILE in want stands for its path
+		env  map[string]string
+		args []string
+		want string
+	}{
+		{
+			name: "file",
+			file: "# limits\nmax_body_bytes = 0\n",
+			want: "max_body_bytes 0 (from config file FILE, line 2): must be positive",
+		},
+		{
+			name: "environment",
+			env:  map[string]string{"HOLDFAST_MAX_BODY_BYTES": "0"},
+			want: "max_body_bytes 0 (from HOLDFAST_MAX_BODY_BYTES): must be positive",
+		},
+		{
+			name: "flag",
+			args: []string{"--max-body-bytes", "0"},
+			want: "max_body_bytes 0 (from --max-body-bytes): must be positive",
+		},
+		{
+			name: "file duration",
+			file: "listen = \"127.0.0.1:7070\"\nstore_timeout = \"0s\"\n",
+			want: "store_timeout 0s (from config file FILE, line 2): must be positive",
+		},
+		{
+			name: "environment over file",
+			file: `sweep_interval = "-1s"`,
+			env:  map[string]string{"HOLDFAST_SWEEP_INTERVAL": "-2s"},
+			want: "sweep_interval -2s (from HOLDFAST_SWEEP_INTERVAL): must be positive",
+		},
+		{
+			name: "flag over environment",
+			env:  map[string]string{"HOLDFAST_SWEEP_INTERVAL": "-2s"},
+			args: []string{"--sweep-interval", "-1s"},
+			want: "sweep_interval -1s (from --sweep-interval): must be positive",
+		},
+		{
+			name: "bad environment over good file",
+			file: `listen = "127.0.0.1:7071"`,
+			env:  map[string]string{"HOLDFAST_LISTEN": "x"},
+			want: `listen "x" (from HOLDFAST_LISTEN): want host:port, like 127.0.0.1:7070 (port 0 picks a free one)`,
+		},
+		{
+			name: "bad flag over good environment",
+			env:  map[string]string{"HOLDFAST_LISTEN": "127.0.0.1:7071"},
+			args: []string{"--listen", "x"},
+			want: `listen "x" (from --listen): want host:port, like 127.0.0.1:7070 (port 0 picks a free one)`,
+		},
+		{
+			name: "file listen",
+			file: `listen = "x"`,
+			want: `listen "x" (from config file FILE, line 1): want host:port, like 127.0.0.1:7070 (port 0 picks a free one)`,
+		},
+		{
+			name: "off loopback without tokens",
+			env:  map[string]string{"HOLDFAST_LISTEN": "0.0.0.0:7070"},
+			want: `listen "0.0.0.0:7070" (from HOLDFAST_LISTEN): no tokens are configured (HOLDFAST_TOKENS or tokens in the config file), so the server only listens on a loopback address`,
+		},
+		{
+			name: "tokens from the environment",
+			env:  map[string]string{"HOLDFAST_TOKENS": "admin:ok, root:supersecret"},
+			want: `tokens (from HOLDFAST_TOKENS): token 2: unknown role "root" (want reader, client or admin)`,
+		},
+		{
+			name: "tokens from the file",
+			file: "\ntokens = [\"root:supersecret\"]\n",
+			want: `tokens (from config file FILE, line 2): token 1: unknown role "root" (want reader, client or admin)`,
+		},
+		{
+			name: "store from a flag",
+			args: []string{"--store", ""},
+			want: "store (from --store): a DSN is required",
+		},
+		{
+			name: "schema from a flag",
+			args: []string{"--schema", "Locks"},
+			want: `schema "Locks" (from --schema): want 1-63 lower-case letters, digits and underscores, not starting with a digit`,
+		},
+		{
+			name: "log level from the file",
+			file: `log_level = "loud"`,
+			want: `log_level "loud" (from config file FILE, line 1): want debug, info, warn or error`,
+		},
+		{
+			name: "log format from the environment",
+			env:  map[string]string{"HOLDFAST_LOG_FORMAT": "xml"},
+			want: `log_format "xml" (from HOLDFAST_LOG_FORMAT): want text or json`,
+		},
+		{
+			name: "profiler from a flag",
+			args: []string{"--debug-listen", "0.0.0.0:6060"},
+			want: `debug_listen "0.0.0.0:6060" (from --debug-listen): the profiler shows the process's memory, so it only listens on a loopback address`,
+		},
+		{
+			name: "half of tls",
+			env:  map[string]string{"HOLDFAST_TLS_KEY": "k.pem"},
+			want: `tls_key "k.pem" (from HOLDFAST_TLS_KEY): tls_cert is not set; tls_cert and tls_key go together, set both or neither`,
+		},
+		{
+			name: "type policy",
+			file: "listen = \"127.0.0.1:7070\"\n\n[types.policy]\npolicy = \"exclusive\"\n",
+			want: `types.policy (from config file FILE, line 3): type policy: unknown policy "exclusive" (want exclusive-write, exclusive-read or read-write)`,
+		},
+		{
+			name: "type policy as a dotted key",
+			file: "\ntypes.policy.policy = \"exclusive\"\n",
+			want: `types.policy (from config file FILE, line 2): type policy: unknown policy "exclusive" (want exclusive-write, exclusive-read or read-write)`,
+		},
+		{
+			name: "default policy",
+			file: "[default_policy]\ndefault_ttl = \"2h\"\nmax_ttl = \"1h\"\n",
+			want: "default_policy (from config file FILE, line 1): type (default): default ttl 2h0m0s is longer than max ttl 1h0m0s",
+		},
+		{
+			name: "unparsable environment",
+			env:  map[string]string{"HOLDFAST_SWEEP_INTERVAL": "soon"},
+			want: `sweep_interval "soon" (from HOLDFAST_SWEEP_INTERVAL): want a duration like 90s, 5m or 2h: time: invalid duration "soon"`,
+		},
+		{
+			name: "unparsable flag",
+			args: []string{"--shutdown-timeout", "5"},
+			want: `shutdown_timeout "5" (from --shutdown-timeout): want a duration like 90s, 5m or 2h: time: missing unit in duration "5"`,
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			args, want := tc.args, tc.want
+			if tc.file != "" {
+				path := writeFile(t, tc.file)
+				args = append([]string{"--config", path}, args...)
+				want = strings.ReplaceAll(want, "FILE", path)
+			}
+			_, err := load(t, args, tc.env)
+			if err == nil || err.Error() != want {
+				t.Fatalf("err = %v\nwant  %s", err, want)
+			}
+			if strings.Contains(err.Error(), "supersecret") {
+				t.Fatalf("error reveals a token: %v", err)
+			}
+		})
+	}
+}
+
+// A value left at its default was set nowhere, so nothing is named.
+func TestRefusedDefaultNamesNoSource(t *testing.T) {
+	t.Parallel()
+	cfg := Default()
+	cfg.MaxBodyBytes = 0
+	if err := cfg.Validate(); err == nil || err.Error() != "max_body_bytes 0: must be positive" {
+		t.Fatalf("err = %v, want max_body_bytes 0: must be positive", err)
 	}
 }

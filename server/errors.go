@@ -75,6 +75,10 @@ func toAPIError(err error) *apiError {
 	if status == http.StatusInternalServerError {
 		e.Message = "internal server error"
 	}
+	var redacted *redactedError
+	if errors.As(err, &redacted) {
+		e.Message = redacted.msg
+	}
 
 	var invalid *holdfast.InvalidError
 	var locked *holdfast.LockedError
@@ -106,6 +110,17 @@ func toAPIError(err error) *apiError {
 	}
 	return e
 }
+
+// redactedError answers with msg alone, where the whole of err would tell
+// callers who may be anyone (internal addresses, paths) more than they
+// should know; the request log still gets all of err.
+type redactedError struct {
+	msg string
+	err error
+}
+
+func (e *redactedError) Error() string { return e.err.Error() }
+func (e *redactedError) Unwrap() error { return e.err }
 
 // writeError answers err with its status, code and error body.
 func writeError(w http.ResponseWriter, err error) {

@@ -81,6 +81,52 @@ func TestMetrics(t *testing.T) {
 	}
 }
 
+// /readyz answers anyone, so its 503 does not repeat the store's error,
+// which can name internal addresses, to a caller without a token; the
+// request log and callers with a token get it whole.
+func TestReadyzTellsOnlyTrustedCallersWhy(t *testing.T) {
+	t.Parallel()
+	const detail = "dial tcp 10.0.0.5:5432: connect: connection refused"
+	storeDown := fmt.Errorf("%s: %w", detail, holdfast.ErrUnavailable)
+	h := newHarness(t, options{failWrites: storeDown})
+
+	for _, token := range []string{"", "not-a-token"} {
+		r := h.call("GET", "/readyz", token, nil)
+		e := wantError(t, r, 503, "unavailable", "")
+		if r.header.Get("Retry-After") == "" {
+			t.Errorf("token %q: 503 without Retry-After", token)
+		}
+		if msg, _ := e["message"].(string); strings.Contains(string(r.raw), "10.0.0.5") || !strings.Contains(msg, "unavailable") {
+			t.Errorf("token %q: want a message that says only that the store is unavailable, got %s", token, r.raw)
+		}
+	}
+	for _, token := range []string{readerToken, adminToken} {
+		r := h.call("GET", "/readyz", token, nil)
+		if e := wantError(t, r, 503, "unavailable", ""); !strings.Contains(e["message"].(string), detail) {
+			t.Errorf("token %q: want the store's error in the message, got %s", token, r.raw)
+		}
+	}
+	anon := newHarness(t, options{anonymous: true, failWrites: storeDown})
+	if r := anon.call("GET", "/readyz", "", nil); !strings.Contains(string(r.raw), detail) {
+		t.Errorf("without tokens, on loopback: want the store's error in the message, got %s", r.raw)
+	}
+
+	logged := 0
+	for _, line := range strings.Split(strings.TrimSpace(h.logs.String()), "\n") {
+		var rec map[string]any
+		if json.Unmarshal([]byte(line), &rec) != nil || rec["msg"] != "request" || rec["route"] != "/readyz" {
+			continue
+		}
+		logged++
+		if msg, _ := rec["error"].(string); rec["level"] != "WARN" || !strings.Contains(msg, detail) {
+			t.Errorf("the 503's log line: %s, want a warning with the store's error", line)
+		}
+	}
+	if logged != 4 {
+		t.Errorf("%d request log lines for /readyz, want 4:\n%s", logged, h.logs.String())
+	}
+}
+
 func TestOpenAPIMatchesRoutes(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, options{})

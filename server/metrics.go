@@ -1,9 +1,13 @@
 package server
 
 import (
+	"context"
 	"net/http"
+	"runtime"
+	"runtime/debug"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -27,6 +31,7 @@ type Metrics struct {
 	commitOps       prometheus.Histogram
 	commitDuration  prometheus.Histogram
 	streams         prometheus.Gauge
+	storeUp         *storeUpCollector
 
 	// The series of each request and operation, looked up once:
 	// WithLabelValues hashes the values and takes the vector's lock on
@@ -66,11 +71,13 @@ func (c *seriesCache[K, S]) get(labels K, create func() S) S {
 var _ holdfast.CommitObserver = (*Metrics)(nil)
 
 // NewMetrics returns Metrics with its own registry, which also holds the
-// Go runtime and process collectors.
+// Go runtime and process collectors. Whether the store is up is reported
+// once a Server is made with it, which gives it the Manager to ask.
 func NewMetrics() *Metrics {
 	reg := prometheus.NewRegistry()
 	m := &Metrics{
 		registry: reg,
+		storeUp:  &storeUpCollector{timeout: storeUpTimeout},
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "holdfast_http_requests_total",
 			Help: "HTTP requests by route, method and status code.",
@@ -104,11 +111,60 @@ func NewMetrics() *Metrics {
 			Help: "Open /v1/events streams.",
 		}),
 	}
+	buildInfo := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name:        "holdfast_build_info",
+		Help:        "Always 1; its labels are the version of holdfast and of Go it was built with.",
+		ConstLabels: prometheus.Labels{"version": mainVersion(), "goversion": runtime.Version()},
+	}, func() float64 { return 1 })
 	reg.MustRegister(m.requests, m.requestDuration, m.operations, m.opDuration, m.commitOps, m.commitDuration, m.streams,
+		buildInfo, m.storeUp,
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m.handler = promhttp.HandlerFor(reg, promhttp.HandlerOpts{})
 	return m
+}
+
+// mainVersion is the main module's version, as `holdfast version` prints
+// it: "(devel)" for a build from a checkout without version control
+// information, and "unknown" without build information at all.
+func mainVersion() string {
+	if info, ok := debug.ReadBuildInfo(); ok && info.Main.Version != "" {
+		return info.Main.Version
+	}
+	return "unknown"
+}
+
+// storeUpTimeout bounds the store's ping at a scrape, well inside
+// Prometheus's default scrape timeout of 10s.
+const storeUpTimeout = 2 * time.Second
+
+var storeUpDesc = prometheus.NewDesc("holdfast_store_up",
+	"1 when the lock store answered a ping at this scrape, 0 when it failed or took longer than "+storeUpTimeout.String()+".", nil, nil)
+
+// storeUpCollector pings the store at each scrape, so the value is never
+// older than the scrape.
+type storeUpCollector struct {
+	timeout time.Duration
+	// ping is the Manager's, set by New; until then nothing is reported.
+	ping atomic.Pointer[func(context.Context) error]
+}
+
+func (c *storeUpCollector) watch(ping func(context.Context) error) { c.ping.Store(&ping) }
+
+func (c *storeUpCollector) Describe(ch chan<- *prometheus.Desc) { ch <- storeUpDesc }
+
+func (c *storeUpCollector) Collect(ch chan<- prometheus.Metric) {
+	ping := c.ping.Load()
+	if ping == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), c.timeout)
+	defer cancel()
+	up := 0.0
+	if (*ping)(ctx) == nil {
+		up = 1
+	}
+	ch <- prometheus.MustNewConstMetric(storeUpDesc, prometheus.GaugeValue, up)
 }
 
 // Registry is where further collectors (a store's, say) may register.

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"regexp"
+	"runtime"
 	"sort"
 	"strings"
 	"testing"
@@ -70,14 +72,39 @@ func TestMetrics(t *testing.T) {
 		"holdfast_commit_operations_count 2\n",
 		"holdfast_commit_duration_seconds_count 2\n",
 		`holdfast_event_streams 1`,
+		"holdfast_store_up 1\n",
 		`go_goroutines `,
 	} {
 		if !strings.Contains(text, want) {
 			t.Errorf("metrics lack %s", want)
 		}
 	}
+	// A test binary is built from a checkout: its version is "(devel)".
+	buildInfo := regexp.MustCompile(`(?m)^holdfast_build_info\{goversion="` + regexp.QuoteMeta(runtime.Version()) + `",version="[^"]+"\} 1$`)
+	if !buildInfo.MatchString(text) {
+		t.Errorf("metrics lack holdfast_build_info with goversion %s:\n%s", runtime.Version(), grepLines(text, "build_info"))
+	}
 	if strings.Contains(text, "/nowhere") {
 		t.Error("unknown paths became label values")
+	}
+}
+
+// holdfast_store_up asks the store at each scrape, so it says 0 as soon as
+// the store stops answering, whichever way.
+func TestStoreUpFollowsTheStore(t *testing.T) {
+	t.Parallel()
+	down := newHarness(t, options{failWrites: fmt.Errorf("disk on fire: %w", holdfast.ErrUnavailable)})
+	if text := string(down.call("GET", "/metrics", readerToken, nil).raw); !strings.Contains(text, "holdfast_store_up 0\n") {
+		t.Errorf("a failing store: want holdfast_store_up 0, got\n%s", grepLines(text, "holdfast_store_up"))
+	}
+
+	h := newHarness(t, options{})
+	if text := string(h.call("GET", "/metrics", readerToken, nil).raw); !strings.Contains(text, "holdfast_store_up 1\n") {
+		t.Fatalf("a working store: want holdfast_store_up 1, got\n%s", grepLines(text, "holdfast_store_up"))
+	}
+	h.store.Close()
+	if text := string(h.call("GET", "/metrics", readerToken, nil).raw); !strings.Contains(text, "holdfast_store_up 0\n") {
+		t.Errorf("a closed store: want holdfast_store_up 0, got\n%s", grepLines(text, "holdfast_store_up"))
 	}
 }
 

@@ -41,7 +41,8 @@ type Config struct {
 	Anonymous bool
 	// Metrics receives request and operation metrics; pass the same value
 	// as holdfast.Config.Observer to count lock outcomes. Default: a new
-	// Metrics that only counts requests.
+	// Metrics that only counts requests. New gives it the Manager, whose
+	// store it pings at each scrape: one Metrics serves one Server.
 	Metrics *Metrics
 	// MaxBodyBytes limits request bodies; default 1 MiB.
 	MaxBodyBytes int64
@@ -204,6 +205,7 @@ func New(cfg Config) (*Server, error) {
 		}
 		s.routes[rt.path][rt.method] = rt
 	}
+	cfg.Metrics.storeUp.watch(cfg.Manager.Ping)
 	return s, nil
 }
 

@@ -38,6 +38,15 @@ type Config struct {
 	LostRetention time.Duration
 	// AuditRetention is how long audit entries are kept; default 30 days.
 	AuditRetention time.Duration
+	// RestartGrace is how long after the Manager's first transaction a
+	// session last seen before it, whose idle deadline has passed or comes
+	// sooner, still counts as live: at most its idle timeout, if that is
+	// shorter. Heartbeats cannot reach a lock service that is down, so
+	// without it every session whose idle timeout ran out meanwhile ends
+	// at the restart, before its clients could heartbeat again. Sessions
+	// seen since the start are never affected. Default 1 minute; negative
+	// turns it off.
+	RestartGrace time.Duration
 	// Logger receives background errors; default slog.Default().
 	Logger *slog.Logger
 	// Observer, when set, is told of every operation (for metrics).
@@ -66,6 +75,7 @@ const (
 	defaultSweepInterval  = time.Second
 	minLostRetention      = 24 * time.Hour
 	defaultAuditRetention = 30 * 24 * time.Hour
+	defaultRestartGrace   = time.Minute
 )
 
 func (p TypePolicy) withDefaults(d TypePolicy) TypePolicy {
@@ -117,6 +127,9 @@ func (c *Config) Validate() error {
 	}
 	if c.AuditRetention == 0 {
 		c.AuditRetention = defaultAuditRetention
+	}
+	if c.RestartGrace == 0 {
+		c.RestartGrace = defaultRestartGrace
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()

@@ -25,6 +25,9 @@ type Manager struct {
 	// ahead (store.Preparer).
 	prepares atomic.Bool
 	commits  CommitObserver // cfg.Observer, if it wants commits too
+	// firstTx is the store's time of the first transaction, in Unix
+	// nanoseconds (0 before it): where the restart grace counts from.
+	firstTx atomic.Int64
 
 	stop     chan struct{}
 	stopOnce sync.Once

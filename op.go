@@ -94,7 +94,22 @@ func (c *sessionCache) put(id string, v sessionView) {
 }
 
 func newReadOp(m *Manager, tx store.ReadTx) *readOp {
-	return &readOp{m: m, rtx: tx, now: storeNow(tx)}
+	o := &readOp{m: m, rtx: tx, now: storeNow(tx)}
+	m.noteStart(o.now)
+	return o
+}
+
+// noteStart records now as the Manager's start if it has none yet: the
+// time of its first transaction, by the store's clock.
+func (m *Manager) noteStart(now time.Time) {
+	if m.firstTx.Load() == 0 {
+		m.firstTx.CompareAndSwap(0, now.UnixNano())
+	}
+}
+
+// inGrace reports whether now is within the restart grace (Config.RestartGrace).
+func (m *Manager) inGrace(now time.Time) bool {
+	return m.cfg.RestartGrace > 0 && now.UnixNano() < m.firstTx.Load()+int64(m.cfg.RestartGrace)
 }
 
 // storeNow is the store's time. Times travel with millisecond precision;
@@ -116,6 +131,7 @@ type op struct {
 func (o *op) begin(m *Manager, tx store.Tx) {
 	o.forget()
 	o.m, o.rtx, o.tx, o.now = m, tx, tx, storeNow(tx)
+	m.noteStart(o.now)
 }
 
 // forget drops what o refers to, keeping its buffers unless they grew
@@ -156,8 +172,28 @@ func (o *readOp) session(id string) (store.Session, bool, error) {
 
 // idle reports whether a live session has passed its idle deadline.
 func (o *readOp) idle(s store.Session) bool {
-	d := s.IdleDeadline()
+	d := o.idleDeadline(s)
 	return !s.Ended() && !d.IsZero() && !d.After(o.now)
+}
+
+// idleDeadline is when s ends without further requests (zero: never). A
+// session last seen before the Manager started has at least the restart
+// grace from the start, or its idle timeout if that is shorter: its
+// clients could not heartbeat while the lock service was down. Past the
+// grace this changes no answer: both deadlines are behind.
+func (o *readOp) idleDeadline(s store.Session) time.Time {
+	d := s.IdleDeadline()
+	if d.IsZero() || !o.m.inGrace(o.now) {
+		return d
+	}
+	start := time.Unix(0, o.m.firstTx.Load()).UTC()
+	if !s.LastSeen.Before(start) {
+		return d
+	}
+	if end := start.Add(min(o.m.cfg.RestartGrace, s.IdleTimeout)); end.After(d) {
+		return end
+	}
+	return d
 }
 
 // deadReason says why a lock record no longer counts as held ("" if it

@@ -135,7 +135,7 @@ func plural(n int, word string) string {
 func (o *readOp) sessionInfo(s store.Session, locks int, expires *Time) SessionInfo {
 	info := SessionInfo{ID: s.ID, User: s.User, Name: s.Name, LastSeen: Time(s.LastSeen),
 		IdleTimeout: Duration(s.IdleTimeout), Locks: locks}
-	if d := s.IdleDeadline(); !d.IsZero() {
+	if d := o.idleDeadline(s); !d.IsZero() {
 		*expires = Time(d)
 		info.ExpiresAt = expires
 	}

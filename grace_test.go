@@ -43,6 +43,19 @@ func (e *restartEnv) start(grace time.Duration) {
 	}
 }
 
+// ended reports whether the store has session id as ended.
+func (e *restartEnv) ended(id string) bool {
+	var s store.Session
+	err := e.m.store.View(e.t.Context(), func(tx store.ReadTx) (err error) {
+		s, _, err = tx.Session(id)
+		return err
+	})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return s.Ended()
+}
+
 func (e *restartEnv) acquire(session, key string, idle time.Duration) error {
 	_, err := e.m.Acquire(e.t.Context(), AcquireRequest{Keys: []string{key},
 		Owner: Owner{Session: session, User: session}, IdleTimeout: Duration(idle)})
@@ -86,7 +99,7 @@ func TestRestartGraceKeepsSessionsThatLapsedWhileDown(t *testing.T) {
 	e.start(0)                  // the default grace, a minute
 	start := time.Unix(0, e.now.Load()).UTC()
 
-	if !e.known("s-ada") || e.holder("policy/1") != "s-ada" {
+	if e.ended("s-ada") || e.holder("policy/1") != "s-ada" {
 		t.Fatal("the sweep at the restart ended s-ada, or policy/1 shows as free")
 	}
 	err := e.acquire("s-dan", "policy/1", 0)
@@ -114,6 +127,12 @@ func TestRestartGraceKeepsSessionsThatLapsedWhileDown(t *testing.T) {
 	e.advance(15 * time.Second) // 35s: past s-bob's 30s idle timeout
 	if err := e.acquire("s-dan", "policy/2", 0); err != nil {
 		t.Fatalf("s-bob's grace is its idle timeout, 30s; at 35s: %v", err)
+	}
+	if err := e.m.Sweep(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if !e.ended("s-bob") || e.ended("s-ada") || e.ended("s-cy") {
+		t.Fatal("the sweep within the grace must end s-bob, whose grace is over, and only it")
 	}
 	if err := e.acquire("s-eve", "order/1", 10*time.Second); err != nil {
 		t.Fatal(err)

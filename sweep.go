@@ -105,22 +105,26 @@ func (m *Manager) sweepExpiredLocks(o *op) (bool, error) {
 }
 
 func (m *Manager) sweepIdleSessions(o *op) (bool, error) {
-	if m.inGrace(o.now) {
-		// The store lists sessions by their own deadlines, which the grace
-		// moves: those that lapse meanwhile are free at once all the same
-		// (see idle), and are ended by the first sweep after it.
-		return false, nil
-	}
 	sessions, err := o.tx.IdleSessions(o.now, sweepBatch)
 	if err != nil {
 		return false, err
 	}
+	ended := 0
 	for _, s := range sessions {
+		// The store lists sessions by their recorded deadlines; within the
+		// restart grace some of them are still live (see idleDeadline).
+		// More than a batch of those ahead of a session that is due delays
+		// its end until the grace is over; its locks are free at once all
+		// the same.
+		if !o.idle(s) {
+			continue
+		}
 		if _, err := o.endSession(s, LostSessionExpired); err != nil {
 			return false, err
 		}
+		ended++
 	}
-	return len(sessions) == sweepBatch, nil
+	return ended == sweepBatch, nil
 }
 
 func (m *Manager) sweepLost(o *op) (bool, error) {

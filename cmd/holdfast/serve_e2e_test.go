@@ -131,3 +131,51 @@ func TestServeOneWinnerOf64(t *testing.T) {
 		}
 	}
 }
+
+// A session whose idle timeout runs out while holdfast serve is down keeps
+// its lock after the restart for the restart grace, so that its client's
+// heartbeat, refused meanwhile, can still come; with the grace off the
+// session has ended when the server is back.
+func TestServeRestartGrace(t *testing.T) {
+	t.Parallel()
+	const idle = 5 * time.Second
+	for _, tc := range []struct {
+		grace string
+		kept  bool
+	}{
+		{"30s", true},
+		{"0s", false},
+	} {
+		t.Run("grace="+tc.grace, func(t *testing.T) {
+			t.Parallel()
+			dir := t.TempDir()
+			p := startServe(t, dir)
+			ctx := t.Context()
+			_, err := newClient(t, p.url).Acquire(ctx, holdfast.AcquireRequest{Keys: []string{"policy/1"},
+				Owner: holdfast.Owner{Session: "s-ada", User: "ada"}, IdleTimeout: holdfast.Duration(idle)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			acquired := time.Now()
+			p.kill()
+			time.Sleep(time.Until(acquired.Add(idle + time.Second))) // down past the idle timeout
+
+			p = startServe(t, dir, "--restart-grace", tc.grace)
+			c := newClient(t, p.url)
+			_, err = c.Acquire(ctx, holdfast.AcquireRequest{Keys: []string{"policy/1"}, Owner: holdfast.Owner{Session: "s-bob"}})
+			if tc.kept != errors.Is(err, holdfast.ErrLocked) {
+				t.Fatalf("s-bob's acquire after the restart: %v, want it refused: %t", err, tc.kept)
+			}
+			hb, err := c.Heartbeat(ctx, holdfast.HeartbeatRequest{Session: "s-ada"})
+			if !tc.kept {
+				if lost, ok := errors.AsType[*holdfast.LockLostError](err); !ok || lost.Reason != holdfast.LostSessionExpired {
+					t.Fatalf("s-ada's heartbeat after the restart: %v, want its session expired", err)
+				}
+				return
+			}
+			if err != nil || hb.Session.Locks != 1 {
+				t.Fatalf("s-ada's heartbeat after the restart: %+v, %v; want its session live with its lock", hb, err)
+			}
+		})
+	}
+}

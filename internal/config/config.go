@@ -40,6 +40,7 @@ const (
 	DefaultLogLevel        = "info"
 	DefaultSchema          = "holdfast"
 	DefaultStoreTimeout    = 5 * time.Second
+	DefaultRestartGrace    = time.Minute
 )
 
 // Config is everything holdfast serve can be told. The toml tags are the
@@ -73,6 +74,11 @@ type Config struct {
 	SweepInterval Duration `toml:"sweep_interval"`
 	// AuditRetention is how long audit entries are kept.
 	AuditRetention Duration `toml:"audit_retention"`
+	// RestartGrace is how long after a start a session whose idle timeout
+	// ran out while the server was down keeps its locks, so that its
+	// client can heartbeat again (holdfast.Config.RestartGrace); 0 turns
+	// it off.
+	RestartGrace Duration `toml:"restart_grace"`
 	// MaxBodyBytes limits request bodies; larger ones are refused with 400.
 	MaxBodyBytes int64 `toml:"max_body_bytes"`
 	// TLSCert and TLSKey are PEM files; with both set the server speaks
@@ -137,6 +143,7 @@ func Default() Config {
 		StoreTimeout:    Duration(DefaultStoreTimeout),
 		SweepInterval:   Duration(DefaultSweepInterval),
 		AuditRetention:  Duration(DefaultAuditRetention),
+		RestartGrace:    Duration(DefaultRestartGrace),
 		MaxBodyBytes:    DefaultMaxBodyBytes,
 		ShutdownTimeout: Duration(DefaultShutdownTimeout),
 		LogFormat:       DefaultLogFormat,
@@ -165,6 +172,7 @@ var flagKeys = []struct {
 	{"migrate_on_start", "create or upgrade the PostgreSQL tables at start", "false", true},
 	{"sweep_interval", "how often expired locks are swept (`duration`)", DefaultSweepInterval.String(), false},
 	{"audit_retention", "how long audit entries are kept (`duration`)", DefaultAuditRetention.String(), false},
+	{"restart_grace", "how long after a start sessions that went idle while the server was down keep their locks, at most their idle timeout; 0 turns it off (`duration`)", DefaultRestartGrace.String(), false},
 	{"max_body_bytes", "largest request body in `bytes`", strconv.FormatInt(DefaultMaxBodyBytes, 10), false},
 	{"tls_cert", "TLS certificate PEM `file`", "", false},
 	{"tls_key", "TLS private key PEM `file`", "", false},
@@ -312,7 +320,7 @@ func (lineProbe) UnmarshalTOML(any) error { return errors.New("probing for the l
 
 // envKeys lists the settings that HOLDFAST_* variables can set.
 var envKeys = []string{
-	"listen", "store", "schema", "store_timeout", "migrate_on_start", "tokens", "sweep_interval", "audit_retention", "max_body_bytes",
+	"listen", "store", "schema", "store_timeout", "migrate_on_start", "tokens", "sweep_interval", "audit_retention", "restart_grace", "max_body_bytes",
 	"tls_cert", "tls_key", "shutdown_timeout", "log_format", "log_level", "debug_listen",
 }
 
@@ -383,6 +391,8 @@ func (c *Config) set(key, v, source string) error {
 		err = c.SweepInterval.UnmarshalText([]byte(v))
 	case "audit_retention":
 		err = c.AuditRetention.UnmarshalText([]byte(v))
+	case "restart_grace":
+		err = c.RestartGrace.UnmarshalText([]byte(v))
 	case "shutdown_timeout":
 		err = c.ShutdownTimeout.UnmarshalText([]byte(v))
 	case "max_body_bytes":
@@ -475,6 +485,9 @@ func (c *Config) Validate() error {
 			return c.invalid(d.key, d.value, "must be positive")
 		}
 	}
+	if c.RestartGrace < 0 {
+		return c.invalid("restart_grace", c.RestartGrace, "must not be negative; 0 turns it off")
+	}
 	if c.DebugListen != "" {
 		if _, _, err := net.SplitHostPort(c.DebugListen); err != nil {
 			return c.invalid("debug_listen", c.DebugListen, "want host:port, like 127.0.0.1:6060")
@@ -534,6 +547,10 @@ func (c *Config) Manager() holdfast.Config {
 		Default:        c.DefaultPolicy.holdfast(),
 		SweepInterval:  time.Duration(c.SweepInterval),
 		AuditRetention: time.Duration(c.AuditRetention),
+		RestartGrace:   time.Duration(c.RestartGrace),
+	}
+	if hc.RestartGrace == 0 {
+		hc.RestartGrace = -1 // off; holdfast.Config takes 0 as its default
 	}
 	if len(c.Types) > 0 {
 		hc.Types = make(map[string]holdfast.TypePolicy, len(c.Types))

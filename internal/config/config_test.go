@@ -41,8 +41,24 @@ func TestDefaults(t *testing.T) {
 	}
 	if cfg.Listen != "127.0.0.1:7070" || cfg.Store != "./holdfast-data" || cfg.Schema != "holdfast" || cfg.MigrateOnStart || cfg.MaxBodyBytes != 1<<20 ||
 		time.Duration(cfg.SweepInterval) != time.Second || time.Duration(cfg.ShutdownTimeout) != 30*time.Second ||
-		time.Duration(cfg.StoreTimeout) != 5*time.Second {
+		time.Duration(cfg.StoreTimeout) != 5*time.Second || time.Duration(cfg.RestartGrace) != time.Minute {
 		t.Fatalf("defaults = %+v", cfg)
+	}
+	if g := cfg.Manager().RestartGrace; g != time.Minute {
+		t.Fatalf("the Manager's restart grace = %s, want 1m", g)
+	}
+}
+
+// restart_grace = 0 turns the grace off, which holdfast.Config spells as a
+// negative duration, since its zero is the default.
+func TestRestartGraceOff(t *testing.T) {
+	t.Parallel()
+	cfg, err := load(t, []string{"--restart-grace", "0s"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g := cfg.Manager().RestartGrace; g >= 0 {
+		t.Fatalf("the Manager's restart grace = %s, want it off (negative)", g)
 	}
 }
 
@@ -99,6 +115,7 @@ func TestEveryEnvKey(t *testing.T) {
 		"HOLDFAST_TOKENS":           "admin:a1, reader:r1",
 		"HOLDFAST_SWEEP_INTERVAL":   "250ms",
 		"HOLDFAST_AUDIT_RETENTION":  "48h",
+		"HOLDFAST_RESTART_GRACE":    "2m",
 		"HOLDFAST_MAX_BODY_BYTES":   "2048",
 		"HOLDFAST_TLS_CERT":         "c.pem",
 		"HOLDFAST_TLS_KEY":          "k.pem",
@@ -124,7 +141,8 @@ func TestEveryEnvKey(t *testing.T) {
 		cfg.SweepInterval != want.SweepInterval || cfg.AuditRetention != want.AuditRetention ||
 		cfg.MaxBodyBytes != want.MaxBodyBytes || cfg.TLSCert != want.TLSCert || cfg.TLSKey != want.TLSKey ||
 		cfg.ShutdownTimeout != want.ShutdownTimeout || cfg.LogFormat != want.LogFormat || cfg.LogLevel != want.LogLevel ||
-		cfg.Schema != "locks" || !cfg.MigrateOnStart || cfg.DebugListen != "127.0.0.1:6060" || time.Duration(cfg.StoreTimeout) != 2*time.Second {
+		cfg.Schema != "locks" || !cfg.MigrateOnStart || cfg.DebugListen != "127.0.0.1:6060" || time.Duration(cfg.StoreTimeout) != 2*time.Second ||
+		time.Duration(cfg.RestartGrace) != 2*time.Minute {
 		t.Fatalf("got  %+v\nwant %+v", cfg, want)
 	}
 	tokens, err := cfg.ServerTokens()
@@ -142,7 +160,7 @@ func TestEveryFlag(t *testing.T) {
 		"--listen", "[::1]:9000", "--store", "/data", "--sweep-interval", "2s", "--audit-retention", "1h",
 		"--max-body-bytes", "10", "--tls-cert", "c", "--tls-key", "k", "--shutdown-timeout", "1s",
 		"--log-format", "json", "--log-level", "warn", "--schema", "locks", "--migrate-on-start",
-		"--debug-listen", "localhost:6060", "--store-timeout", "750ms",
+		"--debug-listen", "localhost:6060", "--store-timeout", "750ms", "--restart-grace", "30s",
 	}, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -151,7 +169,7 @@ func TestEveryFlag(t *testing.T) {
 		time.Duration(cfg.AuditRetention) != time.Hour || cfg.MaxBodyBytes != 10 || cfg.TLSCert != "c" ||
 		cfg.TLSKey != "k" || time.Duration(cfg.ShutdownTimeout) != time.Second || cfg.LogFormat != "json" || cfg.LogLevel != "warn" ||
 		cfg.Schema != "locks" || !cfg.MigrateOnStart || cfg.DebugListen != "localhost:6060" ||
-		time.Duration(cfg.StoreTimeout) != 750*time.Millisecond {
+		time.Duration(cfg.StoreTimeout) != 750*time.Millisecond || time.Duration(cfg.RestartGrace) != 30*time.Second {
 		t.Fatalf("got %+v", cfg)
 	}
 }
@@ -217,6 +235,7 @@ func TestRefused(t *testing.T) {
 		{name: "negative retention", args: []string{"--audit-retention", "-1h"}, want: "audit_retention -1h0m0s (from --audit-retention): must be positive"},
 		{name: "zero shutdown timeout", env: map[string]string{"HOLDFAST_SHUTDOWN_TIMEOUT": "0s"}, want: "shutdown_timeout 0s (from HOLDFAST_SHUTDOWN_TIMEOUT): must be positive"},
 		{name: "zero store timeout", args: []string{"--store-timeout", "0s"}, want: "store_timeout 0s (from --store-timeout): must be positive"},
+		{name: "negative restart grace", env: map[string]string{"HOLDFAST_RESTART_GRACE": "-1m"}, want: "restart_grace -1m0s (from HOLDFAST_RESTART_GRACE): must not be negative; 0 turns it off"},
 		{name: "bad schema", args: []string{"--schema", "Locks; DROP"}, want: "schema"},
 		{name: "bad migrate flag", env: map[string]string{"HOLDFAST_MIGRATE_ON_START": "maybe"}, want: "HOLDFAST_MIGRATE_ON_START"},
 		{name: "profiler off loopback", args: []string{"--debug-listen", "0.0.0.0:6060"}, want: "debug_listen"},

@@ -116,8 +116,11 @@ type SessionInfo struct {
 	Name        string   `json:"name,omitempty"`
 	LastSeen    Time     `json:"last_seen"`
 	IdleTimeout Duration `json:"idle_timeout_seconds,omitempty"`
-	ExpiresAt   *Time    `json:"expires_at"`
-	Locks       int      `json:"locks"`
+	// ExpiresAt is when the session ends without further requests: nil
+	// without an idle timeout, else LastSeen + IdleTimeout, or later for a
+	// session last seen before the Manager started (Config.RestartGrace).
+	ExpiresAt *Time `json:"expires_at"`
+	Locks     int   `json:"locks"`
 }
 
 // LostLock tells a holder that, and why, it no longer holds a lock.

@@ -115,3 +115,24 @@ func (m *Manager) Audit(ctx context.Context, q AuditQuery) (*AuditPage, error) {
 	}
 	return page, nil
 }
+
+// MaxTokenFloor is the highest floor RaiseTokens takes: a token above it
+// would lose precision in a client that reads JSON numbers as doubles
+// (JavaScript's, among others).
+const MaxTokenFloor = 1<<53 - 1
+
+// RaiseTokens makes every token granted from now on greater than floor,
+// and reports whether the store's counter had to move; it never lowers
+// it. Call it after restoring a backup of the store, with the highest
+// token the fenced resources may have seen: the restored counter would
+// otherwise grant again the tokens granted after the backup.
+func (m *Manager) RaiseTokens(ctx context.Context, floor uint64) (raised bool, err error) {
+	if floor > MaxTokenFloor {
+		return false, invalid("floor", "the token floor %d is above %d, the highest a JSON client reads exactly", floor, uint64(MaxTokenFloor))
+	}
+	err = m.update(ctx, "raise_tokens", scope{}, func(o *op) error {
+		raised, err = o.tx.RaiseTokens(floor)
+		return err
+	})
+	return raised, err
+}

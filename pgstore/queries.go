@@ -9,6 +9,7 @@ import (
 // queries holds the fixed SQL of one schema, built once.
 type queries struct {
 	takeLocks, takeLocksInOrder, draw, startDraw string
+	holdTokens, raiseTokens                      string
 
 	lock, related, relatedHolders, locksAhead, sessionLocks, countLocks, locksByRef, expiredLocks string
 
@@ -106,6 +107,15 @@ func newQueries(schema string) queries {
 			now(), EXISTS (SELECT FROM ` + s + `.aggregates), a.members, a.roots
 			FROM (SELECT array_agg(member) AS members, array_agg(root) AS roots
 				FROM ` + s + `.aggregates WHERE member = ANY($3::text[])) a`,
+		// ALTER SEQUENCE, though it changes nothing, takes a lock that
+		// nextval waits for until the transaction ends (LOCK TABLE takes
+		// no sequence): no other server draws a token between the read of
+		// the counter and its raise, which would then go back below it.
+		holdTokens: `ALTER SEQUENCE ` + s + `.token_seq NO CYCLE`,
+		// $1 the floor: the counter moves up to it, if it is below; a row
+		// if it moved.
+		raiseTokens: `SELECT setval('` + s + `.token_seq', $1) FROM ` + s + `.token_seq
+			WHERE CASE WHEN is_called THEN last_value ELSE last_value - 1 END < $1`,
 		startRead: `SELECT now(), EXISTS (SELECT FROM ` + s + `.aggregates), ` + noJIT,
 
 		lock: `SELECT ` + lockCols + ` FROM ` + s + `.locks WHERE key = $1 AND session = $2`,

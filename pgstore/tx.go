@@ -4,7 +4,9 @@ import (
 	"cmp"
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
+	"math"
 	"slices"
 	"strings"
 	"time"
@@ -966,6 +968,26 @@ func (t *tx) NextToken() (uint64, error) {
 	token := t.tokens[0]
 	t.tokens = t.tokens[1:]
 	return uint64(token), nil
+}
+
+// RaiseTokens moves the token sequence up to floor, and drops the tokens
+// drawn ahead below it. The sequence's lock lasts until the transaction
+// ends, so a transaction that raises should do little else.
+func (t *tx) RaiseTokens(floor uint64) (bool, error) {
+	if floor > math.MaxInt64 {
+		return false, fmt.Errorf("pgstore: token floor %d is above the sequence's maximum, %d", floor, int64(math.MaxInt64))
+	}
+	raised := false
+	t.tokens = t.tokens[:0]
+	err := t.exchange(func(b *pgx.Batch) {
+		b.Queue(t.q.holdTokens)
+		b.Queue(t.q.raiseTokens, int64(floor)).Exec(func(ct pgconn.CommandTag) error {
+			raised = ct.RowsAffected() == 1
+			return nil
+		})
+	})
+	t.durable = true
+	return raised, err
 }
 
 // appendDrawn appends sequence values to a pool. Each draw's values are

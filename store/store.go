@@ -101,6 +101,12 @@ type Tx interface {
 	// NextToken returns a fencing token greater than every token this store
 	// has returned before, across restarts.
 	NextToken() (uint64, error)
+	// RaiseTokens makes every token NextToken returns from now on greater
+	// than floor, and reports whether the counter had to move: it never
+	// lowers it. It is how an operator passes the tokens a restored backup
+	// would grant again. A store may keep the raise even if the
+	// transaction does not commit, since a higher counter is never wrong.
+	RaiseTokens(floor uint64) (raised bool, err error)
 
 	PutLock(l Lock) error
 	DeleteLock(key, session string) error

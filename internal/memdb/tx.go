@@ -276,6 +276,14 @@ func (t *tx) NextToken() (uint64, error) {
 	return t.e.lastToken, nil
 }
 
+func (t *tx) RaiseTokens(floor uint64) (bool, error) {
+	if t.e.lastToken >= floor {
+		return false, nil
+	}
+	t.e.lastToken = floor
+	return true, nil
+}
+
 func (t *tx) PutLock(l store.Lock) error {
 	r := t.e.recOf(&l)
 	prev := t.e.putLock(r)

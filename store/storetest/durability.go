@@ -10,6 +10,8 @@ import (
 var durabilityCases = []testCase{
 	{"EverythingSurvivesReopen", testEverythingSurvivesReopen},
 	{"TokensGrowAcrossReopens", testTokensGrowAcrossReopens},
+	{"RaiseTokens", testRaiseTokens},
+	{"RaisedTokensSurviveReopen", testRaisedTokensSurviveReopen},
 }
 
 func (e *env) needReopen() {
@@ -109,4 +111,52 @@ func testTokensGrowAcrossReopens(e *env) {
 		}
 	}
 	wantTokensIncrease(e.t, "tokens across reopens", tokens)
+}
+
+// raiseTokens raises the token counter to floor, reporting whether it moved.
+func (e *env) raiseTokens(floor uint64) bool {
+	e.t.Helper()
+	raised, err := e.m.RaiseTokens(e.t.Context(), floor)
+	if err != nil {
+		e.t.Fatalf("RaiseTokens(%d): %v", floor, err)
+	}
+	return raised
+}
+
+// A floor above the counter moves it: every later grant's token is above
+// the floor, a re-entrant acquire keeps its token, and a floor below the
+// counter moves nothing.
+func testRaiseTokens(e *env) {
+	held := e.grant(exclusive("order/1", owner("bob")))
+	floor := held.Token + 1000
+	if !e.raiseTokens(floor) {
+		e.t.Fatalf("RaiseTokens(%d) after token %d reported no raise", floor, held.Token)
+	}
+	again := e.grant(exclusive("order/1", owner("bob")))
+	if again.Token != held.Token {
+		e.t.Errorf("re-entrant acquire after the raise: token %d, want %d kept", again.Token, held.Token)
+	}
+	next := e.grant(exclusive("order/2", owner("bob")))
+	if next.Token <= floor {
+		e.t.Fatalf("token after raising to %d: %d, want above the floor", floor, next.Token)
+	}
+	if e.raiseTokens(floor) || e.raiseTokens(held.Token) {
+		e.t.Errorf("RaiseTokens to a floor at or below token %d reported a raise", next.Token)
+	}
+	last := e.grant(exclusive("order/3", owner("bob")))
+	wantTokensIncrease(e.t, "tokens around the raises", []uint64{held.Token, next.Token, last.Token})
+
+	_, err := e.m.RaiseTokens(e.t.Context(), holdfast.MaxTokenFloor+1)
+	e.wantInvalid("RaiseTokens above MaxTokenFloor", err, "floor")
+}
+
+func testRaisedTokensSurviveReopen(e *env) {
+	e.needReopen()
+	e.grant(exclusive("order/1", owner("bob")))
+	const floor = 1 << 40
+	e.raiseTokens(floor)
+	e.reopen()
+	if l := e.grant(exclusive("order/2", owner("bob"))); l.Token <= floor {
+		e.t.Fatalf("token after raising to %d and reopening: %d, want above the floor", uint64(floor), l.Token)
+	}
 }

@@ -101,6 +101,9 @@ func (c *serveCommand) Run(ctx context.Context, args []string) error {
 		return fmt.Errorf("lock manager: %w", err)
 	}
 	defer mgr.Close()
+	if err := raiseTokens(ctx, mgr, cfg.TokenFloor, log); err != nil {
+		return err
+	}
 	if feed, ok := st.(remoteFeed); ok {
 		stopFeed := followRemote(ctx, feed, mgr, log)
 		defer stopFeed()
@@ -129,6 +132,25 @@ func (c *serveCommand) Run(ctx context.Context, args []string) error {
 		defer stopDebug()
 	}
 	return serve(ctx, srv.HTTPServer(), cfg, log)
+}
+
+// raiseTokens raises the store's token counter to floor, if set, before
+// anything is served: a server that cannot must not grant tokens a
+// restored backup would grant again.
+func raiseTokens(ctx context.Context, mgr *holdfast.Manager, floor int64, log *slog.Logger) error {
+	if floor == 0 {
+		return nil
+	}
+	raised, err := mgr.RaiseTokens(ctx, uint64(floor))
+	if err != nil {
+		return fmt.Errorf("raising the fencing-token counter to token_floor %d: %w", floor, err)
+	}
+	if raised {
+		log.Info("raised the fencing-token counter: every lock granted from now on gets a token above token_floor", "token_floor", floor)
+	} else {
+		log.Info("the fencing-token counter is already at or above token_floor; left as it is", "token_floor", floor)
+	}
+	return nil
 }
 
 // serveDebug serves Go's profiler on its own loopback listener, apart from

@@ -179,3 +179,61 @@ func TestServeRestartGrace(t *testing.T) {
 		})
 	}
 }
+
+// TestServeTokenFloorAfterRestore restores a copy of a stopped server's
+// directory: the copy grants again a token granted after it was taken,
+// unless the server starts with --token-floor at that token.
+func TestServeTokenFloorAfterRestore(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	dir := t.TempDir()
+	acquire := func(p *serveProcess, key, session string) uint64 {
+		t.Helper()
+		res, err := newClient(t, p.url).Acquire(ctx, holdfast.AcquireRequest{Keys: []string{key}, Owner: holdfast.Owner{Session: session}})
+		if err != nil {
+			t.Fatalf("%s acquiring %s: %v", session, key, err)
+		}
+		return res.Locks[0].Token
+	}
+	copyDir := func(name string) string {
+		t.Helper()
+		to := t.TempDir() + "/" + name
+		if out, err := exec.Command("cp", "-a", dir, to).CombinedOutput(); err != nil {
+			t.Fatalf("cp -a: %v\n%s", err, out)
+		}
+		return to
+	}
+
+	p := startServe(t, dir)
+	acquire(p, "policy/1", "s-bob")
+	p.kill()
+	plain, floored := copyDir("plain"), copyDir("floored") // the backups
+	p = startServe(t, dir)
+	after := acquire(p, "invoice/555", "s-bob") // granted after the backup
+	p.kill()
+
+	p = startServe(t, plain)
+	if again := acquire(p, "invoice/555", "s-ada"); again != after {
+		t.Fatalf("the restored copy granted token %d; want %d again, as a restore does without a floor", again, after)
+	}
+	p.kill()
+
+	floor := fmt.Sprint(after)
+	p = startServe(t, floored, "--token-floor", floor)
+	if tok := acquire(p, "invoice/555", "s-ada"); tok <= after {
+		t.Fatalf("with --token-floor %s the restored copy granted token %d, want above it", floor, tok)
+	}
+	if out := p.output(); !strings.Contains(out, "raised the fencing-token counter") {
+		t.Fatalf("the server did not say it raised the counter:\n%s", out)
+	}
+	p.kill()
+
+	// Left in the configuration, the floor moves nothing at the next start.
+	p = startServe(t, floored, "--token-floor", floor)
+	if tok := acquire(p, "invoice/556", "s-ada"); tok <= after+1 {
+		t.Fatalf("after a second start with the same floor: token %d, want above %d", tok, after+1)
+	}
+	if out := p.output(); !strings.Contains(out, "already at or above token_floor") {
+		t.Fatalf("the server did not say the counter was already above the floor:\n%s", out)
+	}
+}

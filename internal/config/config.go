@@ -79,6 +79,11 @@ type Config struct {
 	// client can heartbeat again (holdfast.Config.RestartGrace); 0 turns
 	// it off.
 	RestartGrace Duration `toml:"restart_grace"`
+	// TokenFloor, when not 0, is raised to before the server serves: every
+	// token it grants is then above it (holdfast.Manager.RaiseTokens). Set
+	// it after restoring a backup, to the highest token the fenced
+	// resources may have seen.
+	TokenFloor int64 `toml:"token_floor"`
 	// MaxBodyBytes limits request bodies; larger ones are refused with 400.
 	MaxBodyBytes int64 `toml:"max_body_bytes"`
 	// TLSCert and TLSKey are PEM files; with both set the server speaks
@@ -173,6 +178,7 @@ var flagKeys = []struct {
 	{"sweep_interval", "how often expired locks are swept (`duration`)", DefaultSweepInterval.String(), false},
 	{"audit_retention", "how long audit entries are kept (`duration`)", DefaultAuditRetention.String(), false},
 	{"restart_grace", "how long after a start sessions that went idle while the server was down keep their locks, at most their idle timeout; 0 turns it off (`duration`)", DefaultRestartGrace.String(), false},
+	{"token_floor", "before serving, make every token granted from now on greater than this `token`; set it after restoring a backup (0: none)", "0", false},
 	{"max_body_bytes", "largest request body in `bytes`", strconv.FormatInt(DefaultMaxBodyBytes, 10), false},
 	{"tls_cert", "TLS certificate PEM `file`", "", false},
 	{"tls_key", "TLS private key PEM `file`", "", false},
@@ -320,7 +326,7 @@ func (lineProbe) UnmarshalTOML(any) error { return errors.New("probing for the l
 
 // envKeys lists the settings that HOLDFAST_* variables can set.
 var envKeys = []string{
-	"listen", "store", "schema", "store_timeout", "migrate_on_start", "tokens", "sweep_interval", "audit_retention", "restart_grace", "max_body_bytes",
+	"listen", "store", "schema", "store_timeout", "migrate_on_start", "tokens", "sweep_interval", "audit_retention", "restart_grace", "token_floor", "max_body_bytes",
 	"tls_cert", "tls_key", "shutdown_timeout", "log_format", "log_level", "debug_listen",
 }
 
@@ -393,6 +399,10 @@ func (c *Config) set(key, v, source string) error {
 		err = c.AuditRetention.UnmarshalText([]byte(v))
 	case "restart_grace":
 		err = c.RestartGrace.UnmarshalText([]byte(v))
+	case "token_floor":
+		if c.TokenFloor, err = strconv.ParseInt(v, 10, 64); err != nil {
+			err = errors.New("want a whole number, like 5000")
+		}
 	case "shutdown_timeout":
 		err = c.ShutdownTimeout.UnmarshalText([]byte(v))
 	case "max_body_bytes":
@@ -487,6 +497,9 @@ func (c *Config) Validate() error {
 	}
 	if c.RestartGrace < 0 {
 		return c.invalid("restart_grace", c.RestartGrace, "must not be negative; 0 turns it off")
+	}
+	if c.TokenFloor < 0 || c.TokenFloor > holdfast.MaxTokenFloor {
+		return c.invalid("token_floor", c.TokenFloor, "must be from 0 (none) to %d: a larger token loses precision in clients that read JSON numbers as doubles", int64(holdfast.MaxTokenFloor))
 	}
 	if c.DebugListen != "" {
 		if _, _, err := net.SplitHostPort(c.DebugListen); err != nil {

@@ -41,7 +41,7 @@ func TestDefaults(t *testing.T) {
 	}
 	if cfg.Listen != "127.0.0.1:7070" || cfg.Store != "./holdfast-data" || cfg.Schema != "holdfast" || cfg.MigrateOnStart || cfg.MaxBodyBytes != 1<<20 ||
 		time.Duration(cfg.SweepInterval) != time.Second || time.Duration(cfg.ShutdownTimeout) != 30*time.Second ||
-		time.Duration(cfg.StoreTimeout) != 5*time.Second || time.Duration(cfg.RestartGrace) != time.Minute {
+		time.Duration(cfg.StoreTimeout) != 5*time.Second || time.Duration(cfg.RestartGrace) != time.Minute || cfg.TokenFloor != 0 {
 		t.Fatalf("defaults = %+v", cfg)
 	}
 	if g := cfg.Manager().RestartGrace; g != time.Minute {
@@ -69,6 +69,7 @@ listen = "127.0.0.1:1001"
 store = "/from/file"
 sweep_interval = "3s"
 max_body_bytes = 1000
+token_floor = 70000
 `)
 	env := map[string]string{
 		"HOLDFAST_CONFIG": path,
@@ -87,6 +88,9 @@ max_body_bytes = 1000
 	}
 	if time.Duration(cfg.SweepInterval) != 3*time.Second || cfg.MaxBodyBytes != 1000 {
 		t.Errorf("sweep_interval = %s, max_body_bytes = %d, want the file's", cfg.SweepInterval, cfg.MaxBodyBytes)
+	}
+	if cfg.TokenFloor != 70000 {
+		t.Errorf("token_floor = %d, want the file's", cfg.TokenFloor)
 	}
 	if time.Duration(cfg.AuditRetention) != DefaultAuditRetention {
 		t.Errorf("audit_retention = %s, want the default", cfg.AuditRetention)
@@ -116,6 +120,7 @@ func TestEveryEnvKey(t *testing.T) {
 		"HOLDFAST_SWEEP_INTERVAL":   "250ms",
 		"HOLDFAST_AUDIT_RETENTION":  "48h",
 		"HOLDFAST_RESTART_GRACE":    "2m",
+		"HOLDFAST_TOKEN_FLOOR":      "5000",
 		"HOLDFAST_MAX_BODY_BYTES":   "2048",
 		"HOLDFAST_TLS_CERT":         "c.pem",
 		"HOLDFAST_TLS_KEY":          "k.pem",
@@ -142,7 +147,7 @@ func TestEveryEnvKey(t *testing.T) {
 		cfg.MaxBodyBytes != want.MaxBodyBytes || cfg.TLSCert != want.TLSCert || cfg.TLSKey != want.TLSKey ||
 		cfg.ShutdownTimeout != want.ShutdownTimeout || cfg.LogFormat != want.LogFormat || cfg.LogLevel != want.LogLevel ||
 		cfg.Schema != "locks" || !cfg.MigrateOnStart || cfg.DebugListen != "127.0.0.1:6060" || time.Duration(cfg.StoreTimeout) != 2*time.Second ||
-		time.Duration(cfg.RestartGrace) != 2*time.Minute {
+		time.Duration(cfg.RestartGrace) != 2*time.Minute || cfg.TokenFloor != 5000 {
 		t.Fatalf("got  %+v\nwant %+v", cfg, want)
 	}
 	tokens, err := cfg.ServerTokens()
@@ -161,6 +166,7 @@ func TestEveryFlag(t *testing.T) {
 		"--max-body-bytes", "10", "--tls-cert", "c", "--tls-key", "k", "--shutdown-timeout", "1s",
 		"--log-format", "json", "--log-level", "warn", "--schema", "locks", "--migrate-on-start",
 		"--debug-listen", "localhost:6060", "--store-timeout", "750ms", "--restart-grace", "30s",
+		"--token-floor", "9007199254740991",
 	}, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -169,7 +175,8 @@ func TestEveryFlag(t *testing.T) {
 		time.Duration(cfg.AuditRetention) != time.Hour || cfg.MaxBodyBytes != 10 || cfg.TLSCert != "c" ||
 		cfg.TLSKey != "k" || time.Duration(cfg.ShutdownTimeout) != time.Second || cfg.LogFormat != "json" || cfg.LogLevel != "warn" ||
 		cfg.Schema != "locks" || !cfg.MigrateOnStart || cfg.DebugListen != "localhost:6060" ||
-		time.Duration(cfg.StoreTimeout) != 750*time.Millisecond || time.Duration(cfg.RestartGrace) != 30*time.Second {
+		time.Duration(cfg.StoreTimeout) != 750*time.Millisecond || time.Duration(cfg.RestartGrace) != 30*time.Second ||
+		cfg.TokenFloor != 1<<53-1 {
 		t.Fatalf("got %+v", cfg)
 	}
 }
@@ -236,6 +243,9 @@ func TestRefused(t *testing.T) {
 		{name: "zero shutdown timeout", env: map[string]string{"HOLDFAST_SHUTDOWN_TIMEOUT": "0s"}, want: "shutdown_timeout 0s (from HOLDFAST_SHUTDOWN_TIMEOUT): must be positive"},
 		{name: "zero store timeout", args: []string{"--store-timeout", "0s"}, want: "store_timeout 0s (from --store-timeout): must be positive"},
 		{name: "negative restart grace", env: map[string]string{"HOLDFAST_RESTART_GRACE": "-1m"}, want: "restart_grace -1m0s (from HOLDFAST_RESTART_GRACE): must not be negative; 0 turns it off"},
+		{name: "token floor too large", args: []string{"--token-floor", "9007199254740992"}, want: "token_floor 9007199254740992 (from --token-floor): must be from 0 (none) to 9007199254740991"},
+		{name: "negative token floor", env: map[string]string{"HOLDFAST_TOKEN_FLOOR": "-1"}, want: "token_floor -1 (from HOLDFAST_TOKEN_FLOOR): must be from 0 (none)"},
+		{name: "token floor not a number", env: map[string]string{"HOLDFAST_TOKEN_FLOOR": "1e6"}, want: `token_floor "1e6" (from HOLDFAST_TOKEN_FLOOR): want a whole number, like 5000`},
 		{name: "bad schema", args: []string{"--schema", "Locks; DROP"}, want: "schema"},
 		{name: "bad migrate flag", env: map[string]string{"HOLDFAST_MIGRATE_ON_START": "maybe"}, want: "HOLDFAST_MIGRATE_ON_START"},
 		{name: "profiler off loopback", args: []string{"--debug-listen", "0.0.0.0:6060"}, want: "debug_listen"},
@@ -322,6 +332,11 @@ func TestRefusedNamesSource(t *testing.T) {
 			name: "flag",
 			args: []string{"--max-body-bytes", "0"},
 			want: "max_body_bytes 0 (from --max-body-bytes): must be positive",
+		},
+		{
+			name: "file, a negative token floor",
+			file: "token_floor = -1\n",
+			want: "token_floor -1 (from config file FILE, line 1): must be from 0 (none) to 9007199254740991: a larger token loses precision in clients that read JSON numbers as doubles",
 		},
 		{
 			name: "file duration",

@@ -273,3 +273,76 @@ func TestOverlappingMultiKeyAcquires(t *testing.T) {
 	}
 	t.Logf("%d grants, %d refusals", granted, refused)
 }
+
+// TestRaiseTokensHoldsTheSequence: while one transaction raises the token
+// counter, another server's draw waits for it to end, so that no token is
+// drawn between the raise's read of the counter and its move, which would
+// then put the counter back below that token.
+func TestRaiseTokensHoldsTheSequence(t *testing.T) {
+	t.Parallel()
+	pool := testPool(t)
+	schema := newSchema(t, pool)
+	raiser, drawer := open(t, pool, schema, nil), open(t, pool, schema, nil)
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	before := nextToken(t, drawer)
+
+	const floor = 1 << 30
+	raised, finish := make(chan error, 1), make(chan struct{})
+	committed := make(chan error, 1)
+	go func() {
+		committed <- raiser.Update(ctx, func(tx store.Tx) error {
+			ok, err := tx.RaiseTokens(floor)
+			if err == nil && !ok {
+				err = fmt.Errorf("RaiseTokens(%d) over token %d reported no raise", floor, before)
+			}
+			raised <- err
+			if err != nil {
+				return err
+			}
+			select {
+			case <-finish:
+				return nil
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		})
+	}()
+	if err := <-raised; err != nil {
+		t.Fatal(err)
+	}
+
+	drawn := make(chan uint64, 1)
+	go func() {
+		var tok uint64
+		err := drawer.Update(ctx, func(tx store.Tx) (err error) {
+			tok, err = tx.NextToken()
+			return err
+		})
+		if err != nil {
+			t.Errorf("NextToken while the raise is open: %v", err)
+		}
+		drawn <- tok
+	}()
+	for waiting := false; !waiting; {
+		err := pool.QueryRow(ctx, `SELECT EXISTS (SELECT FROM pg_locks
+			WHERE locktype = 'relation' AND NOT granted AND relation = ($1 || '.token_seq')::regclass)`, schema).Scan(&waiting)
+		if err != nil {
+			t.Fatalf("looking for a draw waiting for the sequence: %v", err)
+		}
+		select {
+		case tok := <-drawn:
+			t.Fatalf("token %d drawn while the raise's transaction was open", tok)
+		case <-ctx.Done():
+			t.Fatal("no draw waited for the sequence")
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+	close(finish)
+	if err := <-committed; err != nil {
+		t.Fatalf("the raise: %v", err)
+	}
+	if tok := <-drawn; tok <= floor {
+		t.Fatalf("token drawn after the raise: %d, want above %d", tok, floor)
+	}
+}

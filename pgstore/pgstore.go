@@ -220,6 +220,11 @@ func (s *Store) View(ctx context.Context, fn func(store.ReadTx) error) error {
 // database hangs.
 const pingTimeout = 2 * time.Second
 
+// PoolStat reports the state of the connection pool, for metrics: a pool
+// whose acquires wait shows a database, or a pool_max_conns, too small for
+// the load.
+func (s *Store) PoolStat() *pgxpool.Stat { return s.pool.Stat() }
+
 // Ping checks that the database answers and accepts writes: a standby in
 // recovery or a read-only transaction default cannot confirm durability.
 func (s *Store) Ping(ctx context.Context) error {

@@ -462,3 +462,33 @@ func TestNodeDatabaseRestart(t *testing.T) {
 		}
 	}
 }
+
+// A server over PostgreSQL raises the token sequence to --token-floor
+// before it serves, and /metrics reports its connection pool.
+func TestNodeTokenFloorAndPoolMetrics(t *testing.T) {
+	t.Parallel()
+	dsn := pgtest.SharedDSN(t)
+	schema := migratedSchema(t, dsn)
+	const floor = 5000
+	n := startServe(t, dsn, "--schema", schema, "--token-floor", fmt.Sprint(floor))
+	res, err := acquire(newClient(t, n.url), "policy/1", "s-ada")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tok := res.Locks[0].Token; tok <= floor {
+		t.Fatalf("first grant after --token-floor %d: token %d, want above it", floor, tok)
+	}
+	m := scrapeMetrics(t, n.url)
+	if m["holdfast_pg_pool_max_connections"] < 1 || m["holdfast_pg_pool_acquires_total"] < 1 ||
+		m[`holdfast_pg_pool_connections{state="idle"}`]+m[`holdfast_pg_pool_connections{state="acquired"}`] < 1 {
+		t.Fatalf("pool metrics after a grant: max %g, acquires %g, idle %g, acquired %g; want a pool that was used",
+			m["holdfast_pg_pool_max_connections"], m["holdfast_pg_pool_acquires_total"],
+			m[`holdfast_pg_pool_connections{state="idle"}`], m[`holdfast_pg_pool_connections{state="acquired"}`])
+	}
+	if _, ok := m["holdfast_pg_pool_waited_acquires_total"]; !ok {
+		t.Error("no holdfast_pg_pool_waited_acquires_total")
+	}
+	if _, ok := m["holdfast_pg_pool_acquire_seconds_total"]; !ok {
+		t.Error("no holdfast_pg_pool_acquire_seconds_total")
+	}
+}

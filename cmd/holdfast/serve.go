@@ -256,8 +256,8 @@ func openStore(ctx context.Context, cfg config.Config, log *slog.Logger) (store.
 // memory, which is what its memory grows with: locks (expired ones the
 // sweep has not removed yet included), sessions (live and ended) and
 // lost-lock records; and, for the log, its fdatasyncs. PostgreSQL keeps its
-// records in the database; the in-memory store of "memory:" exports
-// neither.
+// records in the database: for it, the state of the connection pool. The
+// in-memory store of "memory:" exports none of these.
 func registerStoreMetrics(reg *prometheus.Registry, st store.Store) {
 	var c recordCollector
 	switch s := st.(type) {
@@ -266,6 +266,9 @@ func registerStoreMetrics(reg *prometheus.Registry, st store.Store) {
 		reg.MustRegister(syncCollector{s})
 	case *pebblestore.Store:
 		c.counts = func() [3]int { m := s.Memory(); return [3]int{m.Locks, m.Sessions, m.Lost} }
+	case *pgstore.Store:
+		reg.MustRegister(poolCollector{s})
+		return
 	default:
 		return
 	}
@@ -308,6 +311,39 @@ func (c syncCollector) Collect(ch chan<- prometheus.Metric) {
 	st := c.s.Syncs()
 	ch <- prometheus.MustNewConstMetric(syncsDesc, prometheus.CounterValue, float64(st.Syncs))
 	ch <- prometheus.MustNewConstMetric(syncSecondsDesc, prometheus.CounterValue, st.Time.Seconds())
+}
+
+// poolCollector reads the PostgreSQL connection pool at each scrape.
+type poolCollector struct{ s *pgstore.Store }
+
+var (
+	poolConnsDesc = prometheus.NewDesc("holdfast_pg_pool_connections",
+		"Connections of the PostgreSQL pool, by state: acquired (in a transaction), idle, constructing.", []string{"state"}, nil)
+	poolMaxDesc = prometheus.NewDesc("holdfast_pg_pool_max_connections",
+		"The pool's largest size (pool_max_conns).", nil, nil)
+	poolAcquiresDesc = prometheus.NewDesc("holdfast_pg_pool_acquires_total",
+		"Connections taken from the pool.", nil, nil)
+	poolWaitedDesc = prometheus.NewDesc("holdfast_pg_pool_waited_acquires_total",
+		"Acquires that found no idle connection and waited for one to be returned or made: the pool, or the database, is too small for the load.", nil, nil)
+	poolAcquireSecondsDesc = prometheus.NewDesc("holdfast_pg_pool_acquire_seconds_total",
+		"Time spent taking connections from the pool, waits included.", nil, nil)
+)
+
+func (c poolCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{poolConnsDesc, poolMaxDesc, poolAcquiresDesc, poolWaitedDesc, poolAcquireSecondsDesc} {
+		ch <- d
+	}
+}
+
+func (c poolCollector) Collect(ch chan<- prometheus.Metric) {
+	st := c.s.PoolStat()
+	ch <- prometheus.MustNewConstMetric(poolConnsDesc, prometheus.GaugeValue, float64(st.AcquiredConns()), "acquired")
+	ch <- prometheus.MustNewConstMetric(poolConnsDesc, prometheus.GaugeValue, float64(st.IdleConns()), "idle")
+	ch <- prometheus.MustNewConstMetric(poolConnsDesc, prometheus.GaugeValue, float64(st.ConstructingConns()), "constructing")
+	ch <- prometheus.MustNewConstMetric(poolMaxDesc, prometheus.GaugeValue, float64(st.MaxConns()))
+	ch <- prometheus.MustNewConstMetric(poolAcquiresDesc, prometheus.CounterValue, float64(st.AcquireCount()))
+	ch <- prometheus.MustNewConstMetric(poolWaitedDesc, prometheus.CounterValue, float64(st.EmptyAcquireCount()))
+	ch <- prometheus.MustNewConstMetric(poolAcquireSecondsDesc, prometheus.CounterValue, st.AcquireDuration().Seconds())
 }
 
 // openPostgres connects a pool to the database, migrates the schema when

@@ -206,7 +206,7 @@ func (q queries) forReads() queries {
 		&q.lock, &q.related, &q.relatedHolders, &q.locksAhead, &q.sessionLocks, &q.countLocks, &q.locksByRef, &q.expiredLocks,
 		&q.session, &q.checkSession, &q.sessionsByID, &q.idleSessions, &q.endedSessions, &q.catchUpIdle,
 		&q.startRead, &q.aggregates, &q.aggregatesOf, &q.allAggregates, &q.putAggregate, &q.deleteAggregate,
-		&q.lost, &q.sessionsLost, &q.lostBefore, &q.pruneAudit,
+		&q.lost, &q.sessionsLost, &q.lostBefore, &q.pruneAudit, &q.holdTokens, &q.raiseTokens,
 	} {
 		*stmt = readMark + *stmt
 	}

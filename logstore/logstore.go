@@ -124,6 +124,9 @@ type Store struct {
 	// spare is the buffer of the last group written, for the next group
 	// to fill.
 	spare []byte
+	// sinceBig counts the groups written since the last one larger than
+	// maxSpare (see keepSpare).
+	sinceBig int
 	// written holds the groups written but not yet known durable, in
 	// order.
 	written []*group
@@ -591,9 +594,7 @@ func (s *Store) commitFilling(i int, touches bool) bool {
 		// No one waits for it, and the next fdatasync covers it.
 		close(g.durable)
 	}
-	if cap(g.buf) <= maxSpare {
-		s.spare = g.buf
-	}
+	s.keepSpare(g.buf)
 	g.buf = nil
 	s.mu.Unlock()
 	s.maybeCheckpoint()
@@ -693,8 +694,28 @@ func cutBack(f *os.File, end int64) {
 }
 
 // maxSpare bounds the buffer kept for the next group, so that one huge
-// group (a bulk acquire) does not pin its memory.
-const maxSpare = 1 << 20
+// group (a bulk acquire) does not pin its memory; but while groups that
+// large keep coming (acquires of a hundred keys each, many to a group), a
+// buffer is kept for keepBigFor groups after the last of them, instead of
+// growing one again from nothing for each (docs/BENCHMARKS.md, "What
+// moved the numbers").
+const (
+	maxSpare   = 1 << 20
+	keepBigFor = 64
+)
+
+// keepSpare keeps buf, a written group's, for the next group if it is
+// not too big to keep; the caller holds mu.
+func (s *Store) keepSpare(buf []byte) {
+	if len(buf) > maxSpare {
+		s.sinceBig = 0
+	} else if s.sinceBig < keepBigFor {
+		s.sinceBig++
+	}
+	if cap(buf) <= maxSpare || s.sinceBig < keepBigFor {
+		s.spare = buf
+	}
+}
 
 // write appends the sealed group to the log. It goes on in a new segment
 // once the active one is full, or as soon as a prepared file is ready if

@@ -32,3 +32,22 @@ func beforeSync(s store.Store, hook func()) {
 		return fdatasync(f)
 	}
 }
+
+// A group bigger than maxSpare leaves its buffer to the next groups while
+// such groups keep coming, and keepBigFor groups after the last of them
+// the buffer goes, so that one bulk acquire does not pin it.
+func TestBigGroupsKeepTheirBuffer(t *testing.T) {
+	s := &Store{}
+	big := make([]byte, maxSpare+1)
+	s.keepSpare(big)
+	if cap(s.spare) != cap(big) {
+		t.Fatalf("after a group of %d bytes the spare holds %d, want its buffer kept", len(big), cap(s.spare))
+	}
+	for i := range keepBigFor {
+		s.spare = nil // the next group took it
+		s.keepSpare(big[:frameLen])
+		if kept := s.spare != nil; kept != (i < keepBigFor-1) {
+			t.Fatalf("small group %d after the big one: spare kept %t", i+1, kept)
+		}
+	}
+}

@@ -572,3 +572,48 @@ func TestRestoreRebuildsState(t *testing.T) {
 		t.Fatalf("change log %v", log)
 	}
 }
+
+// A transaction bigger than undoCap grows the buffers the next ones reuse.
+// They are kept while such transactions keep coming, so that each does not
+// grow them again from nothing, and dropped once keepBigFor small ones have
+// followed the last, so that one huge sweep does not pin them.
+func TestBigTransactionsKeepTheirBuffers(t *testing.T) {
+	e := New(fixedClock, Options{})
+	n := 0
+	big := func() {
+		t.Helper()
+		mustUpdate(t, e, func(tx store.Tx) error {
+			for range undoCap + 1 {
+				n++
+				if err := tx.PutLock(lockOn(fmt.Sprintf("order/%d", n), "s-1", time.Hour)); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+	}
+	small := func() {
+		t.Helper()
+		mustUpdate(t, e, func(tx store.Tx) error { return tx.PutLock(lockOn("order/small", "s-1", time.Hour)) })
+	}
+
+	big()
+	grown := cap(e.tx.undo)
+	if grown <= undoCap {
+		t.Fatalf("after a transaction of %d writes the undo log holds %d, want more than undoCap", undoCap+1, grown)
+	}
+	big()
+	if cap(e.tx.undo) < grown {
+		t.Fatalf("a second big transaction found the undo log shrunk to %d, want %d kept", cap(e.tx.undo), grown)
+	}
+	for range keepBigFor - 1 {
+		small()
+	}
+	if cap(e.tx.undo) < grown {
+		t.Fatalf("after %d small transactions the undo log holds %d, want the %d kept until %d", keepBigFor-1, cap(e.tx.undo), grown, keepBigFor)
+	}
+	small()
+	if c := cap(e.tx.undo); c > undoCap {
+		t.Fatalf("after %d small transactions the undo log still holds %d, want it dropped", keepBigFor, c)
+	}
+}

@@ -1,6 +1,7 @@
 package memdb
 
 import (
+	"math"
 	"slices"
 	"time"
 
@@ -31,6 +32,9 @@ type tx struct {
 	firsts   []undo
 	seen     map[recordID]int
 	strict   map[string]bool
+	// sinceBig counts the transactions since the last one that wrote more
+	// than undoCap entries (see end).
+	sinceBig int
 }
 
 var (
@@ -65,6 +69,13 @@ type recordID struct {
 // batch allocate them all again.
 const undoCap = 4096
 
+// keepBigFor is how many transactions the buffers a bigger one grew are
+// kept for: while big transactions keep coming (groups of acquires of a
+// hundred keys each write tens of thousands of entries), growing them
+// again from nothing each time was most of what such a group allocated
+// (docs/BENCHMARKS.md, "What moved the numbers").
+const keepBigFor = 64
+
 func (t *tx) begin(now time.Time) {
 	t.reader.now = now
 	t.touches = 0
@@ -72,14 +83,23 @@ func (t *tx) begin(now time.Time) {
 }
 
 func (t *tx) end() {
-	t.undo = reuse(t.undo)
-	t.appended = reuse(t.appended)
-	t.out = reuse(t.out)
-	t.locks = reuse(t.locks)
-	t.losts = reuse(t.losts)
-	t.sessions = reuse(t.sessions)
-	t.firsts = reuse(t.firsts)
-	if len(t.seen) > undoCap {
+	if len(t.undo)+len(t.appended) > undoCap {
+		t.sinceBig = 0
+	} else if t.sinceBig < keepBigFor {
+		t.sinceBig++
+	}
+	limit := undoCap
+	if t.sinceBig < keepBigFor {
+		limit = math.MaxInt
+	}
+	t.undo = reuse(t.undo, limit)
+	t.appended = reuse(t.appended, limit)
+	t.out = reuse(t.out, limit)
+	t.locks = reuse(t.locks, limit)
+	t.losts = reuse(t.losts, limit)
+	t.sessions = reuse(t.sessions, limit)
+	t.firsts = reuse(t.firsts, limit)
+	if len(t.seen) > limit {
 		t.seen = nil
 	}
 	clear(t.seen)
@@ -88,11 +108,11 @@ func (t *tx) end() {
 }
 
 // reuse empties s for the next transaction, dropping what it points to, or
-// drops s when one big transaction grew it past undoCap. Only s[:len(s)]
+// drops s when a big transaction grew it past limit. Only s[:len(s)]
 // is cleared: every transaction appends from length zero and clears what
 // it appended, so the elements past the length are zero already.
-func reuse[T any](s []T) []T {
-	if cap(s) > undoCap {
+func reuse[T any](s []T, limit int) []T {
+	if cap(s) > limit {
 		return nil
 	}
 	clear(s)
@@ -324,7 +344,7 @@ func (t *tx) IdleSessions(now time.Time, limit int) ([]store.Session, error) {
 	for _, id := range t.early {
 		t.e.reindexIdle(id)
 	}
-	t.early = reuse(t.early)
+	t.early = reuse(t.early, undoCap)
 	return out, nil
 }
 

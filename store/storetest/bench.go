@@ -65,7 +65,30 @@ func Bench(b *testing.B, h Harness) {
 		})
 	})
 	b.Run("BatchHeartbeat", func(b *testing.B) { benchBatchHeartbeat(b, h) })
+	// The aggregate workload of holdfast bench: a hundred keys at once,
+	// all or nothing, then released, so that a key's cost in the Manager
+	// and the store shows apart from the operation's.
+	b.Run("Aggregate", func(b *testing.B) {
+		m := benchManager(b, h)
+		parallel(b, func(id int64) (func() error, error) {
+			o := holdfast.Owner{Session: fmt.Sprintf("bench-%d", id), User: "u-bench"}
+			keys := make([]string, benchAggregateKeys)
+			for i := range keys {
+				keys[i] = fmt.Sprintf("order/%d-%d", id, i)
+			}
+			return func() error {
+				if _, err := m.Acquire(b.Context(), holdfast.AcquireRequest{Keys: keys, Owner: o}); err != nil {
+					return err
+				}
+				_, err := m.Release(b.Context(), holdfast.ReleaseRequest{Session: o.Session, Keys: keys})
+				return err
+			}, nil
+		})
+	})
 }
+
+// benchAggregateKeys is how many keys each Aggregate cycle locks at once.
+const benchAggregateKeys = 100
 
 // acquireRelease returns a step that locks and unlocks a key of its own.
 func acquireRelease(b *testing.B, m *holdfast.Manager, id int64) func() error {

@@ -72,6 +72,20 @@ func (c *serveCommand) Run(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
+	err = c.runServer(ctx, cfg, log)
+	if err != nil && cfg.LogFormat == "json" {
+		// A collector that reads the log as JSON lines gets the failure
+		// as one of them, with the exit code, instead of a line of text.
+		code := report(io.Discard, io.Discard, err)
+		log.Error("holdfast serve failed", "error", err.Error(), "exit_code", code)
+		return exitStatus(code)
+	}
+	return err
+}
+
+// runServer runs the server with the logger made: opens the store, starts the
+// Manager and the HTTP server, and returns once they have stopped.
+func (c *serveCommand) runServer(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 	for _, name := range config.UnknownEnv(os.Environ()) {
 		log.Warn("ignoring an environment variable that holdfast does not read; is it misspelled? (holdfast serve -h names those it reads)", "variable", name)
 	}

@@ -230,6 +230,45 @@ func TestServeRefusesOpenNonLoopback(t *testing.T) {
 	}
 }
 
+// With --log-format json, a server that fails after its log has started
+// says why in a JSON line too, with the exit code it ends with, so that a
+// collector reading JSON lines gets every line it writes.
+func TestServeFailureIsLoggedAsJSON(t *testing.T) {
+	t.Parallel()
+	taken, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer taken.Close()
+	for _, tc := range []struct {
+		flags []string
+		code  int
+		why   string
+	}{
+		{[]string{"--listen", taken.Addr().String(), "--store", t.TempDir()}, exitError, "address already in use"},
+		{[]string{"--listen", "127.0.0.1:0", "--store", "etcd://localhost:2379"}, exitUsage, "not supported yet"},
+	} {
+		cmd := exec.Command(binary, append([]string{"serve", "--log-format", "json"}, tc.flags...)...)
+		cmd.Env = append(os.Environ(), "HOLDFAST_TOKENS=", "HOLDFAST_CONFIG=")
+		out, err := cmd.CombinedOutput()
+		var exit *exec.ExitError
+		if !errors.As(err, &exit) || exit.ExitCode() != tc.code {
+			t.Fatalf("serve %v: %v, want exit code %d\n%s", tc.flags, err, tc.code, out)
+		}
+		var last map[string]any
+		for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+			last = nil
+			if err := json.Unmarshal([]byte(line), &last); err != nil {
+				t.Fatalf("serve %v wrote a line that is not JSON: %q", tc.flags, line)
+			}
+		}
+		if last["level"] != "ERROR" || last["msg"] != "holdfast serve failed" || last["exit_code"] != float64(tc.code) ||
+			!strings.Contains(fmt.Sprint(last["error"]), tc.why) {
+			t.Errorf("serve %v: last line %v, want the failure (%s) and exit code %d", tc.flags, last, tc.why, tc.code)
+		}
+	}
+}
+
 func TestServeRefusesUnsupportedStores(t *testing.T) {
 	t.Parallel()
 	for _, dsn := range []string{"redis://localhost:6379", "etcd://localhost:2379"} {

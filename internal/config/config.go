@@ -385,7 +385,9 @@ func (c *Config) set(key, v, source string) error {
 	case "store_timeout":
 		err = c.StoreTimeout.UnmarshalText([]byte(v))
 	case "migrate_on_start":
-		c.MigrateOnStart, err = strconv.ParseBool(v)
+		if c.MigrateOnStart, err = strconv.ParseBool(v); err != nil {
+			err = errors.New("want true or false")
+		}
 	case "tokens":
 		c.Tokens = nil
 		for _, pair := range strings.Split(v, ",") {
@@ -406,7 +408,9 @@ func (c *Config) set(key, v, source string) error {
 	case "shutdown_timeout":
 		err = c.ShutdownTimeout.UnmarshalText([]byte(v))
 	case "max_body_bytes":
-		c.MaxBodyBytes, err = strconv.ParseInt(v, 10, 64)
+		if c.MaxBodyBytes, err = strconv.ParseInt(v, 10, 64); err != nil {
+			err = errors.New("want a whole number of bytes, like 1048576")
+		}
 	case "tls_cert":
 		c.TLSCert = v
 	case "tls_key":

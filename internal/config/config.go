@@ -178,7 +178,7 @@ var flagKeys = []struct {
 	{"sweep_interval", "how often expired locks are swept (`duration`)", DefaultSweepInterval.String(), false},
 	{"audit_retention", "how long audit entries are kept (`duration`)", DefaultAuditRetention.String(), false},
 	{"restart_grace", "how long after a start sessions that went idle while the server was down keep their locks, at most their idle timeout; 0 turns it off (`duration`)", DefaultRestartGrace.String(), false},
-	{"token_floor", "before serving, make every token granted from now on greater than this `token`; set it after restoring a backup (0: none)", "0", false},
+	{"token_floor", "before serving, make every fencing token granted from now on greater than `N`; set it after restoring a backup (0: none)", "0", false},
 	{"max_body_bytes", "largest request body in `bytes`", strconv.FormatInt(DefaultMaxBodyBytes, 10), false},
 	{"tls_cert", "TLS certificate PEM `file`", "", false},
 	{"tls_key", "TLS private key PEM `file`", "", false},

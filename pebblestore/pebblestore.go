@@ -307,7 +307,9 @@ func (s *Store) Update(ctx context.Context, fn func(store.Tx) error) error {
 		return err
 	}, func(changes []memdb.Change) {
 		if committed && len(t.pruned) > 0 {
-			changes = append(changes, t.deletions()...)
+			// A copy: memdb reuses the change set's array, and clears only
+			// as far as its own length.
+			changes = append(changes[:len(changes):len(changes)], t.deletions()...)
 			s.prunedThrough = t.pruned[len(t.pruned)-1]
 		}
 		wait = s.enqueue(changes)

@@ -9,7 +9,7 @@ import (
 // queries holds the fixed SQL of one schema, built once.
 type queries struct {
 	takeLocks, takeLocksInOrder, draw, startDraw string
-	holdTokens, raiseTokens                      string
+	lastToken, holdTokens, raiseTokens           string
 
 	lock, related, relatedHolders, locksAhead, sessionLocks, countLocks, locksByRef, expiredLocks string
 
@@ -107,10 +107,14 @@ func newQueries(schema string) queries {
 			now(), EXISTS (SELECT FROM ` + s + `.aggregates), a.members, a.roots
 			FROM (SELECT array_agg(member) AS members, array_agg(root) AS roots
 				FROM ` + s + `.aggregates WHERE member = ANY($3::text[])) a`,
-		// ALTER SEQUENCE, though it changes nothing, takes a lock that
-		// nextval waits for until the transaction ends (LOCK TABLE takes
-		// no sequence): no other server draws a token between the read of
-		// the counter and its raise, which would then go back below it.
+		// The last token drawn, by any server.
+		lastToken: `SELECT CASE WHEN is_called THEN last_value ELSE last_value - 1 END FROM ` + s + `.token_seq`,
+		// ALTER SEQUENCE, though it changes none of the settings, rewrites
+		// the sequence under a lock that nextval waits for until the
+		// transaction ends (LOCK TABLE takes no sequence): no other server
+		// draws a token between the raise's read of the counter and its
+		// move, which would then go back below that token. It needs the
+		// sequence's owner.
 		holdTokens: `ALTER SEQUENCE ` + s + `.token_seq NO CYCLE`,
 		// $1 the floor: the counter moves up to it, if it is below; a row
 		// if it moved.
@@ -206,7 +210,7 @@ func (q queries) forReads() queries {
 		&q.lock, &q.related, &q.relatedHolders, &q.locksAhead, &q.sessionLocks, &q.countLocks, &q.locksByRef, &q.expiredLocks,
 		&q.session, &q.checkSession, &q.sessionsByID, &q.idleSessions, &q.endedSessions, &q.catchUpIdle,
 		&q.startRead, &q.aggregates, &q.aggregatesOf, &q.allAggregates, &q.putAggregate, &q.deleteAggregate,
-		&q.lost, &q.sessionsLost, &q.lostBefore, &q.pruneAudit, &q.holdTokens, &q.raiseTokens,
+		&q.lost, &q.sessionsLost, &q.lostBefore, &q.pruneAudit, &q.lastToken, &q.holdTokens, &q.raiseTokens,
 	} {
 		*stmt = readMark + *stmt
 	}

@@ -346,3 +346,48 @@ func TestRaiseTokensHoldsTheSequence(t *testing.T) {
 		t.Fatalf("token drawn after the raise: %d, want above %d", tok, floor)
 	}
 }
+
+// A floor the counter has passed already takes no lock: a server that
+// starts with token_floor left in its configuration holds up no other
+// server's draws, and needs no right to alter the sequence.
+func TestRaiseTokensBelowTheCounterTakesNoLock(t *testing.T) {
+	t.Parallel()
+	pool := testPool(t)
+	schema := newSchema(t, pool)
+	raiser, drawer := open(t, pool, schema, nil), open(t, pool, schema, nil)
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	floor := nextToken(t, drawer)
+
+	raised, finish := make(chan error, 1), make(chan struct{})
+	committed := make(chan error, 1)
+	go func() {
+		committed <- raiser.Update(ctx, func(tx store.Tx) error {
+			ok, err := tx.RaiseTokens(floor)
+			if err == nil && ok {
+				err = fmt.Errorf("RaiseTokens(%d) at token %d reported a raise", floor, floor)
+			}
+			raised <- err
+			if err != nil {
+				return err
+			}
+			select {
+			case <-finish:
+				return nil
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		})
+	}()
+	if err := <-raised; err != nil {
+		t.Fatal(err)
+	}
+	// Drawn while the raise's transaction is still open.
+	if tok := nextToken(t, drawer); tok <= floor {
+		t.Fatalf("token drawn after %d: %d", floor, tok)
+	}
+	close(finish)
+	if err := <-committed; err != nil {
+		t.Fatalf("the raise: %v", err)
+	}
+}

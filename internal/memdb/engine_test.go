@@ -612,8 +612,14 @@ func TestBigTransactionsKeepTheirBuffers(t *testing.T) {
 	if cap(e.tx.undo) < grown {
 		t.Fatalf("after %d small transactions the undo log holds %d, want the %d kept until %d", keepBigFor-1, cap(e.tx.undo), grown, keepBigFor)
 	}
+	if e.tx.seen == nil {
+		t.Fatal("the map of records a big transaction grew was dropped before the last big transaction's window ended")
+	}
 	small()
 	if c := cap(e.tx.undo); c > undoCap {
 		t.Fatalf("after %d small transactions the undo log still holds %d, want it dropped", keepBigFor, c)
+	}
+	if e.tx.seen != nil {
+		t.Fatalf("after %d small transactions the map of records is still the big transaction's", keepBigFor)
 	}
 }

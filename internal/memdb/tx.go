@@ -33,8 +33,10 @@ type tx struct {
 	seen     map[recordID]int
 	strict   map[string]bool
 	// sinceBig counts the transactions since the last one that wrote more
-	// than undoCap entries (see end).
+	// than undoCap entries (see end); bigSeen is set once seen has held
+	// more than undoCap records, since a cleared map keeps its size.
 	sinceBig int
+	bigSeen  bool
 }
 
 var (
@@ -99,8 +101,11 @@ func (t *tx) end() {
 	t.losts = reuse(t.losts, limit)
 	t.sessions = reuse(t.sessions, limit)
 	t.firsts = reuse(t.firsts, limit)
-	if len(t.seen) > limit {
-		t.seen = nil
+	if len(t.seen) > undoCap {
+		t.bigSeen = true
+	}
+	if t.bigSeen && limit == undoCap {
+		t.seen, t.bigSeen = nil, false
 	}
 	clear(t.seen)
 	clear(t.strict)

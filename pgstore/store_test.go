@@ -285,32 +285,10 @@ func TestRaiseTokensHoldsTheSequence(t *testing.T) {
 	raiser, drawer := open(t, pool, schema, nil), open(t, pool, schema, nil)
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
-	before := nextToken(t, drawer)
+	nextToken(t, drawer)
 
 	const floor = 1 << 30
-	raised, finish := make(chan error, 1), make(chan struct{})
-	committed := make(chan error, 1)
-	go func() {
-		committed <- raiser.Update(ctx, func(tx store.Tx) error {
-			ok, err := tx.RaiseTokens(floor)
-			if err == nil && !ok {
-				err = fmt.Errorf("RaiseTokens(%d) over token %d reported no raise", floor, before)
-			}
-			raised <- err
-			if err != nil {
-				return err
-			}
-			select {
-			case <-finish:
-				return nil
-			case <-ctx.Done():
-				return ctx.Err()
-			}
-		})
-	}()
-	if err := <-raised; err != nil {
-		t.Fatal(err)
-	}
+	commit := openRaise(t, ctx, raiser, floor, true)
 
 	drawn := make(chan uint64, 1)
 	go func() {
@@ -338,8 +316,7 @@ func TestRaiseTokensHoldsTheSequence(t *testing.T) {
 		case <-time.After(5 * time.Millisecond):
 		}
 	}
-	close(finish)
-	if err := <-committed; err != nil {
+	if err := commit(); err != nil {
 		t.Fatalf("the raise: %v", err)
 	}
 	if tok := <-drawn; tok <= floor {
@@ -359,13 +336,28 @@ func TestRaiseTokensBelowTheCounterTakesNoLock(t *testing.T) {
 	defer cancel()
 	floor := nextToken(t, drawer)
 
+	commit := openRaise(t, ctx, raiser, floor, false)
+	// Drawn while the raise's transaction is still open.
+	if tok := nextToken(t, drawer); tok <= floor {
+		t.Fatalf("token drawn after %d: %d", floor, tok)
+	}
+	if err := commit(); err != nil {
+		t.Fatalf("the raise: %v", err)
+	}
+}
+
+// openRaise raises s's token counter to floor in a transaction it leaves
+// open, once RaiseTokens has answered as want says, until commit is
+// called; commit returns the transaction's error.
+func openRaise(t *testing.T, ctx context.Context, s store.Store, floor uint64, want bool) (commit func() error) {
+	t.Helper()
 	raised, finish := make(chan error, 1), make(chan struct{})
 	committed := make(chan error, 1)
 	go func() {
-		committed <- raiser.Update(ctx, func(tx store.Tx) error {
+		committed <- s.Update(ctx, func(tx store.Tx) error {
 			ok, err := tx.RaiseTokens(floor)
-			if err == nil && ok {
-				err = fmt.Errorf("RaiseTokens(%d) at token %d reported a raise", floor, floor)
+			if err == nil && ok != want {
+				err = fmt.Errorf("RaiseTokens(%d) reported a raise: %t, want %t", floor, ok, want)
 			}
 			raised <- err
 			if err != nil {
@@ -382,12 +374,8 @@ func TestRaiseTokensBelowTheCounterTakesNoLock(t *testing.T) {
 	if err := <-raised; err != nil {
 		t.Fatal(err)
 	}
-	// Drawn while the raise's transaction is still open.
-	if tok := nextToken(t, drawer); tok <= floor {
-		t.Fatalf("token drawn after %d: %d", floor, tok)
-	}
-	close(finish)
-	if err := <-committed; err != nil {
-		t.Fatalf("the raise: %v", err)
+	return func() error {
+		close(finish)
+		return <-committed
 	}
 }

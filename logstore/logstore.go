@@ -39,6 +39,7 @@ import (
 	"github.com/holdfast/holdfast/internal/dirlock"
 	"github.com/holdfast/holdfast/internal/diskwatch"
 	"github.com/holdfast/holdfast/internal/gcpause"
+	"github.com/holdfast/holdfast/internal/keep"
 	"github.com/holdfast/holdfast/internal/memdb"
 	"github.com/holdfast/holdfast/store"
 )
@@ -124,9 +125,9 @@ type Store struct {
 	// spare is the buffer of the last group written, for the next group
 	// to fill.
 	spare []byte
-	// sinceBig counts the groups written since the last one larger than
-	// maxSpare (see keepSpare).
-	sinceBig int
+	// big remembers the last group written larger than maxSpare (see
+	// keepSpare).
+	big keep.Window
 	// written holds the groups written but not yet known durable, in
 	// order.
 	written []*group
@@ -695,24 +696,14 @@ func cutBack(f *os.File, end int64) {
 
 // maxSpare bounds the buffer kept for the next group, so that one huge
 // group (a bulk acquire) does not pin its memory; but while groups that
-// large keep coming (acquires of a hundred keys each, many to a group), a
-// buffer is kept for keepBigFor groups after the last of them, instead of
-// growing one again from nothing for each (docs/BENCHMARKS.md, "What
-// moved the numbers").
-const (
-	maxSpare   = 1 << 20
-	keepBigFor = 64
-)
+// large keep coming (acquires of a hundred keys each, many to a group), it
+// is kept all the same (package keep).
+const maxSpare = 1 << 20
 
 // keepSpare keeps buf, a written group's, for the next group if it is
 // not too big to keep; the caller holds mu.
 func (s *Store) keepSpare(buf []byte) {
-	if len(buf) > maxSpare {
-		s.sinceBig = 0
-	} else if s.sinceBig < keepBigFor {
-		s.sinceBig++
-	}
-	if cap(buf) <= maxSpare || s.sinceBig < keepBigFor {
+	if keepBig := s.big.Note(len(buf) > maxSpare); keepBig || cap(buf) <= maxSpare {
 		s.spare = buf
 	}
 }

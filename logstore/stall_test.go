@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/holdfast/holdfast/internal/embeddedtest"
+	"github.com/holdfast/holdfast/internal/keep"
 	"github.com/holdfast/holdfast/store"
 )
 
@@ -34,7 +35,7 @@ func beforeSync(s store.Store, hook func()) {
 }
 
 // A group bigger than maxSpare leaves its buffer to the next groups while
-// such groups keep coming, and keepBigFor groups after the last of them
+// such groups keep coming, and keep.For groups after the last of them
 // the buffer goes, so that one bulk acquire does not pin it.
 func TestBigGroupsKeepTheirBuffer(t *testing.T) {
 	s := &Store{}
@@ -43,10 +44,10 @@ func TestBigGroupsKeepTheirBuffer(t *testing.T) {
 	if cap(s.spare) != cap(big) {
 		t.Fatalf("after a group of %d bytes the spare holds %d, want its buffer kept", len(big), cap(s.spare))
 	}
-	for i := range keepBigFor {
+	for i := range keep.For {
 		s.spare = nil // the next group took it
 		s.keepSpare(big[:frameLen])
-		if kept := s.spare != nil; kept != (i < keepBigFor-1) {
+		if kept := s.spare != nil; kept != (i < keep.For-1) {
 			t.Fatalf("small group %d after the big one: spare kept %t", i+1, kept)
 		}
 	}

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/holdfast/holdfast/internal/keep"
 	"github.com/holdfast/holdfast/store"
 )
 
@@ -575,7 +576,7 @@ func TestRestoreRebuildsState(t *testing.T) {
 
 // A transaction bigger than undoCap grows the buffers the next ones reuse.
 // They are kept while such transactions keep coming, so that each does not
-// grow them again from nothing, and dropped once keepBigFor small ones have
+// grow them again from nothing, and dropped once keep.For small ones have
 // followed the last, so that one huge sweep does not pin them.
 func TestBigTransactionsKeepTheirBuffers(t *testing.T) {
 	e := New(fixedClock, Options{})
@@ -606,20 +607,20 @@ func TestBigTransactionsKeepTheirBuffers(t *testing.T) {
 	if cap(e.tx.undo) < grown {
 		t.Fatalf("a second big transaction found the undo log shrunk to %d, want %d kept", cap(e.tx.undo), grown)
 	}
-	for range keepBigFor - 1 {
+	for range keep.For - 1 {
 		small()
 	}
 	if cap(e.tx.undo) < grown {
-		t.Fatalf("after %d small transactions the undo log holds %d, want the %d kept until %d", keepBigFor-1, cap(e.tx.undo), grown, keepBigFor)
+		t.Fatalf("after %d small transactions the undo log holds %d, want the %d kept until %d", keep.For-1, cap(e.tx.undo), grown, keep.For)
 	}
 	if e.tx.seen == nil {
 		t.Fatal("the map of records a big transaction grew was dropped before the last big transaction's window ended")
 	}
 	small()
 	if c := cap(e.tx.undo); c > undoCap {
-		t.Fatalf("after %d small transactions the undo log still holds %d, want it dropped", keepBigFor, c)
+		t.Fatalf("after %d small transactions the undo log still holds %d, want it dropped", keep.For, c)
 	}
 	if e.tx.seen != nil {
-		t.Fatalf("after %d small transactions the map of records is still the big transaction's", keepBigFor)
+		t.Fatalf("after %d small transactions the map of records is still the big transaction's", keep.For)
 	}
 }

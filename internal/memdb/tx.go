@@ -1,10 +1,10 @@
 package memdb
 
 import (
-	"math"
 	"slices"
 	"time"
 
+	"github.com/holdfast/holdfast/internal/keep"
 	"github.com/holdfast/holdfast/store"
 )
 
@@ -32,11 +32,11 @@ type tx struct {
 	firsts   []undo
 	seen     map[recordID]int
 	strict   map[string]bool
-	// sinceBig counts the transactions since the last one that wrote more
-	// than undoCap entries (see end); bigSeen is set once seen has held
-	// more than undoCap records, since a cleared map keeps its size.
-	sinceBig int
-	bigSeen  bool
+	// big remembers the last transaction that wrote more than undoCap
+	// entries (see end); bigSeen is set once seen has held more than
+	// undoCap records, since a cleared map keeps its size.
+	big     keep.Window
+	bigSeen bool
 }
 
 var (
@@ -71,13 +71,6 @@ type recordID struct {
 // batch allocate them all again.
 const undoCap = 4096
 
-// keepBigFor is how many transactions the buffers a bigger one grew are
-// kept for: while big transactions keep coming (groups of acquires of a
-// hundred keys each write tens of thousands of entries), growing them
-// again from nothing each time was most of what such a group allocated
-// (docs/BENCHMARKS.md, "What moved the numbers").
-const keepBigFor = 64
-
 func (t *tx) begin(now time.Time) {
 	t.reader.now = now
 	t.touches = 0
@@ -85,26 +78,20 @@ func (t *tx) begin(now time.Time) {
 }
 
 func (t *tx) end() {
-	if len(t.undo)+len(t.appended) > undoCap {
-		t.sinceBig = 0
-	} else if t.sinceBig < keepBigFor {
-		t.sinceBig++
-	}
-	limit := undoCap
-	if t.sinceBig < keepBigFor {
-		limit = math.MaxInt
-	}
-	t.undo = reuse(t.undo, limit)
-	t.appended = reuse(t.appended, limit)
-	t.out = reuse(t.out, limit)
-	t.locks = reuse(t.locks, limit)
-	t.losts = reuse(t.losts, limit)
-	t.sessions = reuse(t.sessions, limit)
-	t.firsts = reuse(t.firsts, limit)
+	// Groups of acquires of a hundred keys each write tens of thousands
+	// of entries, one group after another.
+	keepBig := t.big.Note(len(t.undo)+len(t.appended) > undoCap)
+	t.undo = reuse(t.undo, keepBig)
+	t.appended = reuse(t.appended, keepBig)
+	t.out = reuse(t.out, keepBig)
+	t.locks = reuse(t.locks, keepBig)
+	t.losts = reuse(t.losts, keepBig)
+	t.sessions = reuse(t.sessions, keepBig)
+	t.firsts = reuse(t.firsts, keepBig)
 	if len(t.seen) > undoCap {
 		t.bigSeen = true
 	}
-	if t.bigSeen && limit == undoCap {
+	if t.bigSeen && !keepBig {
 		t.seen, t.bigSeen = nil, false
 	}
 	clear(t.seen)
@@ -113,11 +100,12 @@ func (t *tx) end() {
 }
 
 // reuse empties s for the next transaction, dropping what it points to, or
-// drops s when a big transaction grew it past limit. Only s[:len(s)]
-// is cleared: every transaction appends from length zero and clears what
-// it appended, so the elements past the length are zero already.
-func reuse[T any](s []T, limit int) []T {
-	if cap(s) > limit {
+// drops s when a big transaction grew it past undoCap and keepBig is
+// false. Only s[:len(s)] is cleared: every transaction appends from length
+// zero and clears what it appended, so the elements past the length are
+// zero already.
+func reuse[T any](s []T, keepBig bool) []T {
+	if cap(s) > undoCap && !keepBig {
 		return nil
 	}
 	clear(s)
@@ -349,7 +337,7 @@ func (t *tx) IdleSessions(now time.Time, limit int) ([]store.Session, error) {
 	for _, id := range t.early {
 		t.e.reindexIdle(id)
 	}
-	t.early = reuse(t.early, undoCap)
+	t.early = reuse(t.early, false)
 	return out, nil
 }
 

@@ -79,6 +79,8 @@ const noJIT = `set_config('jit', 'off', true)`
 
 func newQueries(schema string) queries {
 	s := quote(schema)
+	// The last token drawn from token_seq, by any server.
+	const lastDrawn = `CASE WHEN is_called THEN last_value ELSE last_value - 1 END`
 	return queries{
 		schema:    s,
 		writes:    newWriteStatements(s),
@@ -107,8 +109,7 @@ func newQueries(schema string) queries {
 			now(), EXISTS (SELECT FROM ` + s + `.aggregates), a.members, a.roots
 			FROM (SELECT array_agg(member) AS members, array_agg(root) AS roots
 				FROM ` + s + `.aggregates WHERE member = ANY($3::text[])) a`,
-		// The last token drawn, by any server.
-		lastToken: `SELECT CASE WHEN is_called THEN last_value ELSE last_value - 1 END FROM ` + s + `.token_seq`,
+		lastToken: `SELECT ` + lastDrawn + ` FROM ` + s + `.token_seq`,
 		// ALTER SEQUENCE, though it changes none of the settings, rewrites
 		// the sequence under a lock that nextval waits for until the
 		// transaction ends (LOCK TABLE takes no sequence): no other server
@@ -118,8 +119,8 @@ func newQueries(schema string) queries {
 		holdTokens: `ALTER SEQUENCE ` + s + `.token_seq NO CYCLE`,
 		// $1 the floor: the counter moves up to it, if it is below; a row
 		// if it moved.
-		raiseTokens: `SELECT setval('` + s + `.token_seq', $1) FROM ` + s + `.token_seq
-			WHERE CASE WHEN is_called THEN last_value ELSE last_value - 1 END < $1`,
+		raiseTokens: `SELECT setval('` + s + `.token_seq', $1) FROM ` + s + `.token_seq WHERE ` + lastDrawn + ` < $1`,
+
 		startRead: `SELECT now(), EXISTS (SELECT FROM ` + s + `.aggregates), ` + noJIT,
 
 		lock: `SELECT ` + lockCols + ` FROM ` + s + `.locks WHERE key = $1 AND session = $2`,

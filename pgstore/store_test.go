@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+
 	"github.com/holdfast/holdfast"
 	"github.com/holdfast/holdfast/store"
 )
@@ -280,11 +282,7 @@ func TestOverlappingMultiKeyAcquires(t *testing.T) {
 // then put the counter back below that token.
 func TestRaiseTokensHoldsTheSequence(t *testing.T) {
 	t.Parallel()
-	pool := testPool(t)
-	schema := newSchema(t, pool)
-	raiser, drawer := open(t, pool, schema, nil), open(t, pool, schema, nil)
-	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
-	defer cancel()
+	pool, schema, raiser, drawer, ctx := raiseServers(t)
 	nextToken(t, drawer)
 
 	const floor = 1 << 30
@@ -329,11 +327,7 @@ func TestRaiseTokensHoldsTheSequence(t *testing.T) {
 // server's draws, and needs no right to alter the sequence.
 func TestRaiseTokensBelowTheCounterTakesNoLock(t *testing.T) {
 	t.Parallel()
-	pool := testPool(t)
-	schema := newSchema(t, pool)
-	raiser, drawer := open(t, pool, schema, nil), open(t, pool, schema, nil)
-	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
-	defer cancel()
+	_, _, raiser, drawer, ctx := raiseServers(t)
 	floor := nextToken(t, drawer)
 
 	commit := openRaise(t, ctx, raiser, floor, false)
@@ -378,4 +372,18 @@ func openRaise(t *testing.T, ctx context.Context, s store.Store, floor uint64, w
 		close(finish)
 		return <-committed
 	}
+}
+
+// raiseServers opens two stores on one new schema, as two servers would:
+// one to raise the token counter, one to draw; ctx bounds the test.
+func raiseServers(t *testing.T) (pool *pgxpool.Pool, schema string, raiser, drawer store.Store, ctx context.Context) {
+	t.Helper()
+	pool = testPool(t)
+	schema = newSchema(t, pool)
+	raiser, drawer = open(t, pool, schema, nil), open(t, pool, schema, nil)
+	// Registered after the stores' cleanups, so it runs before them: a
+	// transaction a failed test left open ends before its store closes.
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	t.Cleanup(cancel)
+	return pool, schema, raiser, drawer, ctx
 }

@@ -104,8 +104,8 @@ type Tx interface {
 	// RaiseTokens makes every token NextToken returns from now on greater
 	// than floor, and reports whether the counter had to move: it never
 	// lowers it. It is how an operator passes the tokens a restored backup
-	// would grant again. A store may keep the raise even if the
-	// transaction does not commit, since a higher counter is never wrong.
+	// would grant again. Like every write, it takes effect with the
+	// transaction's commit.
 	RaiseTokens(floor uint64) (raised bool, err error)
 
 	PutLock(l Lock) error

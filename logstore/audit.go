@@ -2,13 +2,14 @@ package logstore
 
 import (
 	"cmp"
+	"context"
 	"errors"
 	"fmt"
-	"math"
+	"io/fs"
 	"path/filepath"
+	"slices"
 	"time"
 
-	"github.com/holdfast/holdfast/internal/codec"
 	"github.com/holdfast/holdfast/internal/memdb"
 	"github.com/holdfast/holdfast/store"
 )
@@ -21,8 +22,8 @@ import (
 // all its entries. So a long retention costs disk, not memory.
 //
 // Audit reads the durable log: every commit whose Update has returned.
-// Inside an Update it does not see entries appended by that transaction;
-// the Manager reads the log only in View.
+// Inside an Update it does not see entries appended by that transaction.
+// The Manager lists the log through ListAudit, outside any transaction.
 
 // auditReader serves Audit from the log and the rest from memory.
 type auditReader struct {
@@ -31,7 +32,7 @@ type auditReader struct {
 }
 
 func (r auditReader) Audit(q store.AuditQuery) ([]store.AuditEntry, error) {
-	return r.s.listAudit(q)
+	return r.s.listAudit(context.Background(), q, r.s.auditBounds())
 }
 
 // auditTx serves Audit and PruneAudit from the log. The watermark it
@@ -51,7 +52,7 @@ func (t *auditTx) TouchSession(sess store.Session) error {
 }
 
 func (t *auditTx) Audit(q store.AuditQuery) ([]store.AuditEntry, error) {
-	return t.s.listAudit(q)
+	return t.s.listAudit(context.Background(), q, t.s.auditBounds())
 }
 
 // PruneAudit prunes the oldest entries in ID order, on the ground that At
@@ -67,7 +68,7 @@ func (t *auditTx) PruneAudit(before time.Time, limit int) (int, error) {
 		return 0, nil
 	}
 	n := 0
-	err := t.s.scanAudit(from, func(e *store.AuditEntry) bool {
+	err := t.s.scanAudit(context.Background(), from, t.s.auditEnd, func(e *store.AuditEntry) bool {
 		if !e.At.Before(before) || (limit > 0 && n >= limit) {
 			t.s.auditHead = auditHead{from: e.ID, at: e.At}
 			return false
@@ -87,9 +88,37 @@ type auditHead struct {
 	at   time.Time
 }
 
-// listAudit answers an audit query by walking the log by ID from the
-// cursor, forward or (Newest) backward, and filtering like memdb does.
-func (s *Store) listAudit(q store.AuditQuery) ([]store.AuditEntry, error) {
+var _ store.AuditLister = (*Store)(nil)
+
+// ListAudit lists audit entries like a View's Audit, without holding the
+// engine's lock while it reads the log: a listing that reads far into a
+// long log (a filter few entries match) would hold up every commit. It
+// lists the entries up to the last one committed when it began, which are
+// durable once View has returned.
+func (s *Store) ListAudit(ctx context.Context, q store.AuditQuery) ([]store.AuditEntry, error) {
+	var b auditBounds
+	if err := s.View(ctx, func(store.ReadTx) error {
+		b = s.auditBounds()
+		return nil
+	}); err != nil {
+		return nil, err
+	}
+	return s.listAudit(ctx, q, b)
+}
+
+// auditBounds are the live audit IDs at one moment: above floor, up to
+// end.
+type auditBounds struct{ floor, end uint64 }
+
+// auditBounds reads them; the caller holds the engine's lock.
+func (s *Store) auditBounds() auditBounds {
+	return auditBounds{floor: s.prunedThrough, end: s.auditEnd}
+}
+
+// listAudit answers an audit query from the entries within b by walking
+// the log by ID from the cursor, forward or (Newest) backward, and
+// filtering like memdb does.
+func (s *Store) listAudit(ctx context.Context, q store.AuditQuery, b auditBounds) ([]store.AuditEntry, error) {
 	var out []store.AuditEntry
 	keep := func(e *store.AuditEntry) bool {
 		if memdb.AuditMatches(q, e) {
@@ -100,40 +129,58 @@ func (s *Store) listAudit(q store.AuditQuery) ([]store.AuditEntry, error) {
 	var err error
 	switch {
 	case q.Newest:
-		before := q.Before
-		if before == 0 {
-			before = math.MaxUint64
+		before := b.end + 1
+		if q.Before != 0 {
+			before = min(before, q.Before)
 		}
-		err = s.scanAuditBackward(before, keep)
-	case q.After >= s.auditEnd:
+		err = s.scanAuditBackward(ctx, before, b.floor, keep)
+	case q.After >= b.end:
 		// Nothing after the last entry committed: a client following the
 		// log polls this way, and need not cost a read of a segment.
 	default:
-		err = s.scanAudit(q.After+1, keep)
+		err = s.scanAudit(ctx, max(q.After, b.floor)+1, b.end, keep)
 	}
 	return out, err
 }
 
-// scanAudit calls fn with each live entry from ID from on, in ID order,
-// until fn returns false.
-func (s *Store) scanAudit(from uint64, fn func(*store.AuditEntry) bool) error {
-	from = max(from, s.prunedThrough+1)
+// segments is the log's segments as they are now. A walk of the log reads
+// them without holding segMu, which would hold up the syncer's next
+// rotation; a checkpoint may drop one meanwhile, but only once every audit
+// entry in it is pruned (dropCovered), so the walk skips it.
+func (s *Store) segments() []*segment {
 	s.segMu.RLock()
 	defer s.segMu.RUnlock()
+	return slices.Clone(s.segs)
+}
+
+// scanAudit calls fn with each entry with an ID from from to end, in ID
+// order, until fn returns false.
+func (s *Store) scanAudit(ctx context.Context, from, end uint64, fn func(*store.AuditEntry) bool) error {
+	segs := s.segments()
 	// The last segment whose entries may reach from.
 	first := 0
-	for i, seg := range s.segs {
+	for i, seg := range segs {
 		if seg.firstAudit <= from {
 			first = i
 		}
 	}
-	for _, seg := range s.segs[first:] {
+	for _, seg := range segs[first:] {
+		if seg.firstAudit > end {
+			return nil
+		}
+		if err := ctx.Err(); err != nil {
+			return err
+		}
 		more := true
-		err := seg.auditRecords(func(id uint64, p []byte) (bool, error) {
+		err := s.auditRecords(seg, func(id uint64, p []byte) (bool, error) {
 			if id < from {
 				return true, nil
 			}
-			e, err := codec.DecodeAudit(p)
+			if id > end {
+				more = false
+				return false, nil
+			}
+			e, err := s.decodeAudit(p)
 			if err != nil {
 				return false, err
 			}
@@ -147,20 +194,22 @@ func (s *Store) scanAudit(from uint64, fn func(*store.AuditEntry) bool) error {
 	return nil
 }
 
-// scanAuditBackward calls fn with each live entry below ID before, newest
-// first, until fn returns false. Each segment is read whole, its entries
-// found by their headers alone, and decoded from the newest.
-func (s *Store) scanAuditBackward(before uint64, fn func(*store.AuditEntry) bool) error {
-	floor := s.prunedThrough
-	s.segMu.RLock()
-	defer s.segMu.RUnlock()
-	for i := len(s.segs) - 1; i >= 0; i-- {
-		seg := s.segs[i]
+// scanAuditBackward calls fn with each entry above ID floor and below ID
+// before, newest first, until fn returns false. Each segment is read
+// whole, its entries found by their headers alone, and decoded from the
+// newest.
+func (s *Store) scanAuditBackward(ctx context.Context, before, floor uint64, fn func(*store.AuditEntry) bool) error {
+	segs := s.segments()
+	for i := len(segs) - 1; i >= 0; i-- {
+		seg := segs[i]
 		if seg.firstAudit >= before {
 			continue
 		}
+		if err := ctx.Err(); err != nil {
+			return err
+		}
 		var found [][]byte
-		err := seg.auditRecords(func(id uint64, p []byte) (bool, error) {
+		err := s.auditRecords(seg, func(id uint64, p []byte) (bool, error) {
 			if id > floor && id < before {
 				found = append(found, p)
 			}
@@ -170,7 +219,7 @@ func (s *Store) scanAuditBackward(before uint64, fn func(*store.AuditEntry) bool
 			return err
 		}
 		for j := len(found) - 1; j >= 0; j-- {
-			e, err := codec.DecodeAudit(found[j])
+			e, err := s.decodeAudit(found[j])
 			if err != nil {
 				return fmt.Errorf("logstore: %s: audit entry: %w", filepath.Base(seg.path), err)
 			}
@@ -189,8 +238,23 @@ func (s *Store) scanAuditBackward(before uint64, fn func(*store.AuditEntry) bool
 var errStopWalk = errors.New("walk stopped")
 
 // auditRecords calls fn with the ID and payload of each audit entry of
-// the segment, in order, until fn returns false or fails. The caller holds
-// segMu.
+// seg, in order, until fn returns false or fails. A segment a checkpoint
+// dropped since the caller listed it has none left to call fn with.
+func (s *Store) auditRecords(seg *segment, fn func(id uint64, p []byte) (bool, error)) error {
+	err := seg.auditRecords(fn)
+	if errors.Is(err, fs.ErrNotExist) {
+		s.segMu.RLock()
+		dropped := !slices.Contains(s.segs, seg)
+		s.segMu.RUnlock()
+		if dropped {
+			return nil
+		}
+	}
+	return err
+}
+
+// auditRecords calls fn with the ID and payload of each audit entry of
+// the segment, in order, until fn returns false or fails.
 func (seg *segment) auditRecords(fn func(id uint64, p []byte) (bool, error)) error {
 	b, err := seg.read()
 	if err != nil {

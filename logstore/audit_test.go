@@ -1,14 +1,18 @@
 package logstore
 
 import (
+	"context"
 	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/holdfast/holdfast/internal/codec"
 	"github.com/holdfast/holdfast/internal/embeddedtest"
 	"github.com/holdfast/holdfast/store"
 )
@@ -72,4 +76,92 @@ func TestPruneAuditSkipsTheLogUntilTheOldestEntryIsDue(t *testing.T) {
 		t.Fatalf("pruned %d from an empty log", n)
 	}
 	hide("", ".hidden")
+}
+
+// The log is cut into segments of a few KiB, so that the listing reads
+// several and the commits made while it reads go on into new ones.
+func TestAuditListingHoldsUpNoCommit(t *testing.T) {
+	embeddedtest.AuditListingHoldsUpNoCommit(t,
+		func(dir string, now func() time.Time) (store.Store, error) {
+			return open(dir, Config{Now: now, Logger: quietLog}, small)
+		},
+		func(s store.Store, hook func()) {
+			s.(*Store).decodeAudit = func(p []byte) (*store.AuditEntry, error) {
+				hook()
+				return codec.DecodeAudit(p)
+			}
+		})
+}
+
+// A walk of the log lists the segments when it begins and reads them
+// without holding segMu. A checkpoint may drop some meanwhile, once every
+// entry in them is pruned, and the walk then skips them; a segment whose
+// file is missing while it is still listed is an error all the same.
+func TestAuditWalkSkipsSegmentsDroppedMeanwhile(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	s := openTuned(t, dir, small)
+	for i := range 200 {
+		commit(t, s, i)
+	}
+	before := len(s.segments())
+	reading, release := make(chan struct{}), make(chan struct{})
+	// Only the walk's first entry waits: a prune walks the log too.
+	var first atomic.Bool
+	first.Store(true)
+	s.decodeAudit = func(p []byte) (*store.AuditEntry, error) {
+		if first.CompareAndSwap(true, false) {
+			close(reading)
+			<-release
+		}
+		return codec.DecodeAudit(p)
+	}
+	type listing struct {
+		entries []store.AuditEntry
+		err     error
+	}
+	listed := make(chan listing, 1)
+	go func() {
+		entries, err := s.ListAudit(context.Background(), store.AuditQuery{})
+		listed <- listing{entries, err}
+	}()
+	<-reading // the walk has read the first segment and listed the others
+	if n := embeddedtest.PruneAudit(t, s, embeddedtest.AuditT0.Add(150*time.Second), 0); n != 150 {
+		close(release)
+		t.Fatalf("pruned %d, want 150", n)
+	}
+	if err := s.checkpoint(nil); err != nil {
+		close(release)
+		t.Fatal(err)
+	}
+	if after := len(s.segments()); after >= before {
+		close(release)
+		t.Fatalf("%d segments after pruning and a checkpoint, %d before", after, before)
+	}
+	close(release)
+	got := <-listed
+	if got.err != nil {
+		t.Fatalf("a walk across segments dropped meanwhile: %v", got.err)
+	}
+	ids := embeddedtest.IDs(got.entries)
+	if !slices.IsSorted(ids) || len(ids) < 50 || !slices.Equal(ids[len(ids)-50:], idRange(151, 200)) {
+		t.Fatalf("a walk across segments dropped meanwhile listed %v, want IDs in order ending with 151 to 200", ids)
+	}
+
+	// A listed segment whose file is gone is not one a checkpoint dropped.
+	segs := s.segments()
+	if err := os.Remove(segs[0].path); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.ListAudit(context.Background(), store.AuditQuery{}); err == nil {
+		t.Fatalf("listing with %s missing: no error", filepath.Base(segs[0].path))
+	}
+}
+
+func idRange(from, to uint64) []uint64 {
+	var ids []uint64
+	for id := from; id <= to; id++ {
+		ids = append(ids, id)
+	}
+	return ids
 }

@@ -36,6 +36,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/holdfast/holdfast/internal/codec"
 	"github.com/holdfast/holdfast/internal/dirlock"
 	"github.com/holdfast/holdfast/internal/diskwatch"
 	"github.com/holdfast/holdfast/internal/gcpause"
@@ -111,6 +112,9 @@ type Store struct {
 	// syncFile makes it durable; tests make them fail.
 	writeFrame func(f *os.File, off int64, frame []byte) error
 	syncFile   func(f *os.File) error
+	// decodeAudit decodes each audit entry a walk of the log reads; tests
+	// hold a walk there.
+	decodeAudit func(p []byte) (*store.AuditEntry, error)
 	// watch times each syncer's writes with their syncs (Config.Timeout).
 	watch *diskwatch.Watch
 
@@ -263,12 +267,13 @@ func open(dir string, cfg Config, tune tuning) (*Store, error) {
 			_, err := f.WriteAt(frame, off)
 			return err
 		},
-		syncFile:   fdatasync,
-		syncFiles:  make([]*os.File, tune.syncers),
-		wake:       make(chan struct{}, 1),
-		quit:       make(chan struct{}),
-		lazyTimer:  time.NewTimer(time.Hour),
-		writeTimer: time.NewTimer(time.Hour),
+		syncFile:    fdatasync,
+		decodeAudit: codec.DecodeAudit,
+		syncFiles:   make([]*os.File, tune.syncers),
+		wake:        make(chan struct{}, 1),
+		quit:        make(chan struct{}),
+		lazyTimer:   time.NewTimer(time.Hour),
+		writeTimer:  time.NewTimer(time.Hour),
 	}
 	s.lazyTimer.Stop()
 	s.writeTimer.Stop()

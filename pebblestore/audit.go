@@ -1,13 +1,13 @@
 package pebblestore
 
 import (
+	"context"
 	"fmt"
 	"math"
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
 
-	"github.com/holdfast/holdfast/internal/codec"
 	"github.com/holdfast/holdfast/internal/memdb"
 	"github.com/holdfast/holdfast/store"
 )
@@ -17,8 +17,8 @@ import (
 // so a long retention costs disk, not memory.
 //
 // Audit reads what Pebble holds: every commit whose Update has returned.
-// Inside an Update it does not see entries appended by that transaction;
-// the Manager reads the log only in View.
+// Inside an Update it does not see entries appended by that transaction.
+// The Manager lists the log through ListAudit, outside any transaction.
 
 // auditReader serves Audit from Pebble and the rest from memory.
 type auditReader struct {
@@ -27,8 +27,13 @@ type auditReader struct {
 }
 
 func (r auditReader) Audit(q store.AuditQuery) ([]store.AuditEntry, error) {
-	return r.s.listAudit(q)
+	return r.s.listAudit(q, inTx)
 }
+
+// inTx is the last ID listAudit lists inside a transaction: every entry
+// Pebble holds then, since what the View returns waits for its commits to
+// be durable.
+const inTx = math.MaxUint64 - 1
 
 // auditTx serves Audit and PruneAudit from Pebble. The IDs it prunes are
 // written as deletions with the transaction's changes, if it commits.
@@ -47,7 +52,7 @@ func (t *auditTx) TouchSession(sess store.Session) error {
 }
 
 func (t *auditTx) Audit(q store.AuditQuery) ([]store.AuditEntry, error) {
-	return t.s.listAudit(q)
+	return t.s.listAudit(q, inTx)
 }
 
 // PruneAudit deletes the oldest entries in ID order, on the ground that At
@@ -86,16 +91,33 @@ func (t *auditTx) deletions() []memdb.Change {
 // auditEnd bounds the audit key range from above.
 var auditEnd = []byte{prefixAudit + 1}
 
-// listAudit answers an audit query by walking the log by ID from the
-// cursor, forward or (Newest) backward, and filtering like memdb does.
-func (s *Store) listAudit(q store.AuditQuery) ([]store.AuditEntry, error) {
-	opts := &pebble.IterOptions{LowerBound: auditKey(nil, 0), UpperBound: auditEnd}
+var _ store.AuditLister = (*Store)(nil)
+
+// ListAudit lists audit entries like a View's Audit, without holding the
+// engine's lock while it reads Pebble: a listing that reads far into a
+// long log (a filter few entries match) would hold up every commit. It
+// lists the entries up to the last one assigned when it began, which are
+// durable once View has returned.
+func (s *Store) ListAudit(ctx context.Context, q store.AuditQuery) ([]store.AuditEntry, error) {
+	_, last := s.mem.Counters()
+	if err := s.View(ctx, func(store.ReadTx) error { return nil }); err != nil {
+		return nil, err
+	}
+	return s.listAudit(q, last)
+}
+
+// listAudit answers an audit query from the entries up to ID last by
+// walking the log by ID from the cursor, forward or (Newest) backward, and
+// filtering like memdb does.
+func (s *Store) listAudit(q store.AuditQuery, last uint64) ([]store.AuditEntry, error) {
+	if !q.Newest && q.After >= last {
+		return nil, nil // a client following the log polls this way
+	}
+	opts := &pebble.IterOptions{LowerBound: auditKey(nil, 0), UpperBound: auditKey(nil, last+1)}
 	switch {
-	case q.Newest && q.Before > 0:
+	case q.Newest && q.Before > 0 && q.Before <= last:
 		opts.UpperBound = auditKey(nil, q.Before)
 	case q.Newest:
-	case q.After == math.MaxUint64:
-		return nil, nil
 	default:
 		opts.LowerBound = auditKey(nil, q.After+1)
 	}
@@ -128,7 +150,7 @@ func (s *Store) scanAudit(opts *pebble.IterOptions, backward bool, fn func(*stor
 		valid = it.Last()
 	}
 	for ; valid; valid = step() {
-		e, err := codec.DecodeAudit(it.Value())
+		e, err := s.decodeAudit(it.Value())
 		if err != nil {
 			it.Close()
 			return fmt.Errorf("pebblestore: audit record %q: %w", it.Key(), err)

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/holdfast/holdfast/internal/codec"
 	"github.com/holdfast/holdfast/internal/embeddedtest"
 	"github.com/holdfast/holdfast/store"
 )
@@ -29,3 +30,12 @@ func TestAuditLivesOnDiskOnly(t *testing.T) {
 }
 
 func TestPruneAuditOnDisk(t *testing.T) { embeddedtest.PruneAuditOnDisk(t, openStore) }
+
+func TestAuditListingHoldsUpNoCommit(t *testing.T) {
+	embeddedtest.AuditListingHoldsUpNoCommit(t, openStore, func(s store.Store, hook func()) {
+		s.(*Store).decodeAudit = func(p []byte) (*store.AuditEntry, error) {
+			hook()
+			return codec.DecodeAudit(p)
+		}
+	})
+}

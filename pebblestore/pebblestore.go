@@ -63,6 +63,9 @@ type Store struct {
 	// and syncWait waits for that fsync; tests make them fail or hang.
 	append   func(*pebble.Batch) error
 	syncWait func(*pebble.Batch) error
+	// decodeAudit decodes each audit entry a walk of the log reads; tests
+	// hold a walk there.
+	decodeAudit func(p []byte) (*store.AuditEntry, error)
 	// watch times the appends (slot 0) and the fsyncs (slot 1); see
 	// Config.Timeout.
 	watch *diskwatch.Watch
@@ -152,15 +155,16 @@ func Open(dir string, cfg Config) (*Store, error) {
 		return nil, fmt.Errorf("pebblestore: open %s: %w", dir, err)
 	}
 	s := &Store{
-		mem:      memdb.New(cfg.Now, memdb.Options{}),
-		db:       db,
-		log:      cfg.Logger,
-		unlock:   unlock,
-		append:   func(b *pebble.Batch) error { return db.ApplyNoSyncWait(b, pebble.Sync) },
-		syncWait: (*pebble.Batch).SyncWait,
-		wake:     make(chan struct{}, 1),
-		done:     make(chan struct{}),
-		syncing:  make(chan *group, maxUnsynced),
+		mem:         memdb.New(cfg.Now, memdb.Options{}),
+		db:          db,
+		log:         cfg.Logger,
+		unlock:      unlock,
+		append:      func(b *pebble.Batch) error { return db.ApplyNoSyncWait(b, pebble.Sync) },
+		syncWait:    (*pebble.Batch).SyncWait,
+		decodeAudit: codec.DecodeAudit,
+		wake:        make(chan struct{}, 1),
+		done:        make(chan struct{}),
+		syncing:     make(chan *group, maxUnsynced),
 	}
 	if err := s.load(); err != nil {
 		db.Close()

@@ -185,6 +185,17 @@ type Preparer interface {
 	Prepare(keys, sessions, reporting []string) error
 }
 
+// AuditLister is implemented by a Store that can list its audit log outside
+// any transaction. A log kept on disk may be long, and a listing that reads
+// far into it (a filter few entries match, a key not touched for weeks)
+// would hold up every commit while it reads, if it read inside View.
+// ListAudit answers like ReadTx.Audit; like View it sees every commit whose
+// Update has returned, and it lists only durable entries. The Manager
+// lists the audit log of a Store without it in View.
+type AuditLister interface {
+	ListAudit(ctx context.Context, q AuditQuery) ([]AuditEntry, error)
+}
+
 // LockCounter is implemented by a ReadTx that can count locks without
 // reading them. A listing of sessions shows how many locks each holds;
 // a store whose reads cost a round trip each counts those of the whole

@@ -3,10 +3,13 @@ package embeddedtest
 import (
 	"context"
 	"errors"
+	"fmt"
 	"reflect"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/holdfast/holdfast"
 	"github.com/holdfast/holdfast/store"
 )
 
@@ -251,5 +254,89 @@ func PruneAuditOnDisk(t *testing.T, open Open) {
 	}
 	if got := IDs(ListAudit(t, s, store.AuditQuery{})); !reflect.DeepEqual(got, []uint64{9}) {
 		t.Fatalf("log after reopen and append: %v", got)
+	}
+}
+
+// AuditListingHoldsUpNoCommit checks that while the Manager lists the
+// audit log, reading into it for a filter that matches nothing (newest
+// first, as the console's page of a lock does, and oldest first), locks
+// are acquired and released: a listing that held the store's lock while
+// it read a long log would hold up every lock operation until it ended.
+// duringWalk makes every later audit entry a walk of the log reads call
+// hook first; open may cut the log into small segments, so that the
+// commits made during the walk go on into new ones.
+func AuditListingHoldsUpNoCommit(t *testing.T, open Open, duringWalk func(s store.Store, hook func())) {
+	t.Parallel()
+	s := open.MustOpen(t, t.TempDir(), nil)
+	defer s.Close()
+	m, err := holdfast.New(s, holdfast.Config{SweepInterval: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	ctx := context.Background()
+	cycle := func(key string) error {
+		owner := holdfast.Owner{Session: "s-" + key, User: "u"}
+		if _, err := m.Acquire(ctx, holdfast.AcquireRequest{Keys: []string{key}, Owner: owner}); err != nil {
+			return fmt.Errorf("acquire %s: %w", key, err)
+		}
+		if _, err := m.Release(ctx, holdfast.ReleaseRequest{Session: owner.Session, Keys: []string{key}}); err != nil {
+			return fmt.Errorf("release %s: %w", key, err)
+		}
+		return nil
+	}
+	for i := range 100 {
+		if err := cycle(fmt.Sprintf("before/%d", i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, newest := range []bool{true, false} {
+		reading, release := make(chan struct{}), make(chan struct{})
+		var first atomic.Bool
+		first.Store(true)
+		duringWalk(s, func() {
+			if first.CompareAndSwap(true, false) {
+				close(reading)
+				<-release
+			}
+		})
+		listed := make(chan error, 1)
+		go func() {
+			page, err := m.Audit(ctx, holdfast.AuditQuery{Key: "nowhere", Newest: newest})
+			if err == nil && len(page.Entries) > 0 {
+				err = fmt.Errorf("listed %d entries for a key never locked", len(page.Entries))
+			}
+			listed <- err
+		}()
+		select {
+		case <-reading:
+		case <-time.After(30 * time.Second):
+			close(release)
+			t.Fatalf("newest first %t: the listing read no audit entry in 30s", newest)
+		}
+		cycled := make(chan error, 1)
+		go func() {
+			for i := range 100 {
+				if err := cycle(fmt.Sprintf("during/%t/%d", newest, i)); err != nil {
+					cycled <- err
+					return
+				}
+			}
+			cycled <- nil
+		}()
+		select {
+		case err := <-cycled:
+			if err != nil {
+				close(release)
+				t.Fatalf("newest first %t, during the listing: %v", newest, err)
+			}
+		case <-time.After(30 * time.Second):
+			close(release)
+			t.Fatalf("newest first %t: 100 acquires and releases were not done in 30s while a listing read the audit log", newest)
+		}
+		close(release)
+		if err := <-listed; err != nil {
+			t.Fatalf("newest first %t: Audit: %v", newest, err)
+		}
 	}
 }

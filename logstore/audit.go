@@ -1,7 +1,6 @@
 package logstore
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -172,20 +171,24 @@ func (s *Store) scanAudit(ctx context.Context, from, end uint64, fn func(*store.
 			return err
 		}
 		more := true
-		err := s.auditRecords(seg, func(id uint64, p []byte) (bool, error) {
-			if id < from {
-				return true, nil
-			}
-			if id > end {
-				more = false
-				return false, nil
-			}
-			e, err := s.decodeAudit(p)
-			if err != nil {
-				return false, err
-			}
-			more = fn(e)
-			return more, nil
+		err := s.readSegment(seg, func(sf *segmentFile) error {
+			return sf.frames(func(_ int64, body []byte) (bool, error) {
+				return auditIn(body, func(id uint64, p []byte) (bool, error) {
+					if id < from {
+						return true, nil
+					}
+					if id > end {
+						more = false
+						return false, nil
+					}
+					e, err := s.decodeAudit(p)
+					if err != nil {
+						return false, err
+					}
+					more = fn(e)
+					return more, nil
+				})
+			})
 		})
 		if err != nil || !more {
 			return err
@@ -195,9 +198,7 @@ func (s *Store) scanAudit(ctx context.Context, from, end uint64, fn func(*store.
 }
 
 // scanAuditBackward calls fn with each entry above ID floor and below ID
-// before, newest first, until fn returns false. Each segment is read
-// whole, its entries found by their headers alone, and decoded from the
-// newest.
+// before, newest first, until fn returns false.
 func (s *Store) scanAuditBackward(ctx context.Context, before, floor uint64, fn func(*store.AuditEntry) bool) error {
 	segs := s.segments()
 	for i := len(segs) - 1; i >= 0; i-- {
@@ -208,24 +209,13 @@ func (s *Store) scanAuditBackward(ctx context.Context, before, floor uint64, fn 
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		var found [][]byte
-		err := s.auditRecords(seg, func(id uint64, p []byte) (bool, error) {
-			if id > floor && id < before {
-				found = append(found, p)
-			}
-			return id < before, nil
-		})
-		if err != nil {
+		more := true
+		err := s.readSegment(seg, func(sf *segmentFile) (err error) {
+			more, err = s.auditBackward(sf, before, floor, fn)
 			return err
-		}
-		for j := len(found) - 1; j >= 0; j-- {
-			e, err := s.decodeAudit(found[j])
-			if err != nil {
-				return fmt.Errorf("logstore: %s: audit entry: %w", filepath.Base(seg.path), err)
-			}
-			if !fn(e) {
-				return nil
-			}
+		})
+		if err != nil || !more {
+			return err
 		}
 		if seg.firstAudit <= floor+1 {
 			return nil // no live entry below this segment
@@ -234,14 +224,61 @@ func (s *Store) scanAuditBackward(ctx context.Context, before, floor uint64, fn 
 	return nil
 }
 
-// errStopWalk ends a walk of the log early.
-var errStopWalk = errors.New("walk stopped")
+// auditBackward calls fn with the entries of one segment above ID floor
+// and below ID before, newest first, and reports whether fn wanted more.
+// Frames are read forward only: one pass finds those that hold such
+// entries, and they are read again from the newest.
+func (s *Store) auditBackward(sf *segmentFile, before, floor uint64, fn func(*store.AuditEntry) bool) (bool, error) {
+	wanted := func(id uint64) bool { return id > floor && id < before }
+	var offs []int64
+	err := sf.frames(func(off int64, body []byte) (bool, error) {
+		held, past := false, false
+		_, err := auditIn(body, func(id uint64, _ []byte) (bool, error) {
+			held = held || wanted(id)
+			past = id >= before
+			return !past, nil
+		})
+		if held {
+			offs = append(offs, off)
+		}
+		return !past, err
+	})
+	if err != nil {
+		return false, err
+	}
+	var found [][]byte
+	for j := len(offs) - 1; j >= 0; j-- {
+		body, err := sf.frameAt(offs[j])
+		if err != nil {
+			return false, err
+		}
+		found = found[:0]
+		if _, err := auditIn(body, func(id uint64, p []byte) (bool, error) {
+			if wanted(id) {
+				found = append(found, p)
+			}
+			return id < before, nil
+		}); err != nil {
+			return false, err
+		}
+		for k := len(found) - 1; k >= 0; k-- {
+			e, err := s.decodeAudit(found[k])
+			if err != nil {
+				return false, err
+			}
+			if !fn(e) {
+				return false, nil
+			}
+		}
+	}
+	return true, nil
+}
 
-// auditRecords calls fn with the ID and payload of each audit entry of
-// seg, in order, until fn returns false or fails. A segment a checkpoint
-// dropped since the caller listed it has none left to call fn with.
-func (s *Store) auditRecords(seg *segment, fn func(id uint64, p []byte) (bool, error)) error {
-	err := seg.auditRecords(fn)
+// readSegment opens seg for fn to read. A segment a checkpoint dropped
+// since the caller listed it has no live entry left, and fn is not
+// called; a failure names the segment.
+func (s *Store) readSegment(seg *segment, fn func(*segmentFile) error) error {
+	sf, err := seg.open()
 	if errors.Is(err, fs.ErrNotExist) {
 		s.segMu.RLock()
 		dropped := !slices.Contains(s.segs, seg)
@@ -250,39 +287,31 @@ func (s *Store) auditRecords(seg *segment, fn func(id uint64, p []byte) (bool, e
 			return nil
 		}
 	}
-	return err
-}
-
-// auditRecords calls fn with the ID and payload of each audit entry of
-// the segment, in order, until fn returns false or fails.
-func (seg *segment) auditRecords(fn func(id uint64, p []byte) (bool, error)) error {
-	b, err := seg.read()
-	if err != nil {
-		return fmt.Errorf("logstore: audit: %w", err)
-	}
-	end, err := frames(b, func(_ uint64, body []byte) error {
-		return eachRecord(body, func(typ byte, p []byte) error {
-			if typ != recAudit {
-				return nil
-			}
-			id, err := auditID(p)
-			if err != nil {
-				return err
-			}
-			if more, err := fn(id, p); err != nil || !more {
-				return cmp.Or(err, errStopWalk)
-			}
-			return nil
-		})
-	})
-	switch {
-	case err == errStopWalk:
-		return nil
-	case err == nil && end != len(b):
-		err = errCorrupt
+	if err == nil {
+		err = fn(sf)
+		sf.Close()
 	}
 	if err != nil {
 		return fmt.Errorf("logstore: audit in %s: %w", filepath.Base(seg.path), err)
 	}
 	return nil
+}
+
+// auditIn calls fn with the ID and payload of each audit entry in a
+// frame's body, in order, until fn returns false or fails, and reports
+// whether fn wanted more.
+func auditIn(body []byte, fn func(id uint64, p []byte) (bool, error)) (bool, error) {
+	more := true
+	err := eachRecord(body, func(typ byte, p []byte) error {
+		if typ != recAudit || !more {
+			return nil
+		}
+		id, err := auditID(p)
+		if err != nil {
+			return err
+		}
+		more, err = fn(id, p)
+		return err
+	})
+	return more, err
 }

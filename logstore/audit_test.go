@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -164,4 +165,46 @@ func idRange(from, to uint64) []uint64 {
 		ids = append(ids, id)
 	}
 	return ids
+}
+
+// A listing reads the log a frame at a time: an event stream opening (the
+// newest entry) or a page of entries costs a frame's memory, not the
+// segment's, however long the segment (up to 16 MiB), so that many
+// listings at once (event streams reconnecting after a restart) do not
+// each hold a segment.
+func TestAuditListingReadsAFrameAtATime(t *testing.T) {
+	s := openTuned(t, t.TempDir(), defaultTuning)
+	reason := strings.Repeat("r", 1000)
+	for i := range 100 {
+		err := s.Update(context.Background(), func(tx store.Tx) error {
+			for j := range 100 {
+				at := embeddedtest.AuditT0.Add(time.Duration(i*100+j) * time.Millisecond)
+				if _, err := tx.AppendAudit(store.AuditEntry{At: at, Event: "acquired", Lock: store.Lock{Key: "k"}, Reason: reason}); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	segs := s.segments()
+	last := segs[len(segs)-1]
+	size := last.size.Load()
+	if size < 4<<20 {
+		t.Fatalf("the last segment holds %d bytes, want 4 MiB at least", size)
+	}
+	for _, q := range []store.AuditQuery{{Newest: true, Limit: 2}, {After: last.firstAudit + 1000, Limit: 2}} {
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		entries, err := s.ListAudit(context.Background(), q)
+		runtime.ReadMemStats(&after)
+		if err != nil || len(entries) != 2 {
+			t.Fatalf("ListAudit(%+v) = %d entries, %v; want 2", q, len(entries), err)
+		}
+		if allocated := after.TotalAlloc - before.TotalAlloc; allocated > 1<<20 {
+			t.Errorf("ListAudit(%+v) allocated %d bytes from a segment of %d, want a frame's (about 100 KB)", q, allocated, size)
+		}
+	}
 }

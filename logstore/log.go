@@ -1,7 +1,9 @@
 package logstore
 
 import (
+	"bufio"
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -173,6 +175,78 @@ func (seg *segment) read() ([]byte, error) {
 		return nil, fmt.Errorf("segment %s: %w", filepath.Base(seg.path), err)
 	}
 	return b, nil
+}
+
+// segmentFile reads the frames of a segment's durable bytes through a
+// buffer, so that a reader holds one frame in memory, not the segment.
+type segmentFile struct {
+	f    *os.File
+	size int64 // the segment's durable bytes, when opened
+	buf  []byte
+}
+
+func (seg *segment) open() (*segmentFile, error) {
+	f, err := os.Open(seg.path)
+	if err != nil {
+		return nil, err
+	}
+	return &segmentFile{f: f, size: seg.size.Load()}, nil
+}
+
+func (sf *segmentFile) Close() error { return sf.f.Close() }
+
+// frames calls fn with the offset and body of each frame, in order, until
+// fn returns false or fails. body is valid only during the call. Bytes
+// after the last whole frame are errCorrupt: only durable bytes are read.
+func (sf *segmentFile) frames(fn func(off int64, body []byte) (bool, error)) error {
+	r := bufio.NewReaderSize(io.NewSectionReader(sf.f, headerLen, sf.size-headerLen), 64<<10)
+	for off := int64(headerLen); off < sf.size; {
+		body, n, err := sf.readFrame(r, sf.size-off)
+		if err != nil {
+			return err
+		}
+		if more, err := fn(off, body); err != nil || !more {
+			return err
+		}
+		off += int64(n)
+	}
+	return nil
+}
+
+// frameAt returns the body of the frame at off, valid until the next read.
+func (sf *segmentFile) frameAt(off int64) ([]byte, error) {
+	body, _, err := sf.readFrame(io.NewSectionReader(sf.f, off, sf.size-off), sf.size-off)
+	return body, err
+}
+
+// readFrame reads the next frame from r, at most left bytes long, into
+// the file's buffer, and returns its body and length.
+func (sf *segmentFile) readFrame(r io.Reader, left int64) (body []byte, n int, err error) {
+	sf.buf = slices.Grow(sf.buf[:0], frameLen)[:frameLen]
+	if _, err := io.ReadFull(r, sf.buf); err != nil {
+		return nil, 0, shortRead(err)
+	}
+	size := int64(binary.LittleEndian.Uint32(sf.buf))
+	if size > maxFrame || frameLen+size > left {
+		return nil, 0, errCorrupt
+	}
+	sf.buf = slices.Grow(sf.buf, int(size))[:frameLen+size]
+	if _, err := io.ReadFull(r, sf.buf[frameLen:]); err != nil {
+		return nil, 0, shortRead(err)
+	}
+	_, body, n, ok := parseFrame(sf.buf)
+	if !ok {
+		return nil, 0, errCorrupt
+	}
+	return body, n, nil
+}
+
+// shortRead makes a file that ends before its durable size errCorrupt.
+func shortRead(err error) error {
+	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+		return errCorrupt
+	}
+	return err
 }
 
 // frames calls fn with each frame of a segment's bytes b, and returns

@@ -42,6 +42,41 @@ func BenchmarkLocksPrefixPage(b *testing.B) {
 
 // BenchmarkAcquireReleaseAmongMillion writes what an acquire and a release
 // write, among a million locks.
+// BenchmarkLocksUserPage lists a page of one user's locks, as GET
+// /v1/locks?user= does, among a million held by another: a user with
+// none, and one with 200 whose keys sort after all the others.
+func BenchmarkLocksUserPage(b *testing.B) {
+	e := millionLocks(b)
+	now := time.Now().UTC()
+	err := e.Update(func(tx store.Tx) error {
+		for i := range 200 {
+			if err := tx.PutLock(store.Lock{Key: fmt.Sprintf("zz/%d", i), Session: "late-1", User: "late",
+				Token: uint64(2_000_000 + i), AcquiredAt: now, ExpiresAt: now.Add(time.Hour)}); err != nil {
+				return err
+			}
+		}
+		return nil
+	}, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, c := range []struct {
+		user string
+		want int
+	}{{"nobody", 0}, {"late", 101}} {
+		b.Run(c.user, func(b *testing.B) {
+			q := store.LockQuery{User: c.user, Limit: 101}
+			b.ReportAllocs()
+			for b.Loop() {
+				var page []store.Lock
+				if err := e.View(func(tx store.ReadTx) (err error) { page, err = tx.Locks(q); return err }, nil); err != nil || len(page) != c.want {
+					b.Fatalf("%d locks, %v", len(page), err)
+				}
+			}
+		})
+	}
+}
+
 func BenchmarkAcquireReleaseAmongMillion(b *testing.B) {
 	e := millionLocks(b)
 	b.ReportAllocs()

@@ -30,6 +30,10 @@ type Engine struct {
 	locks        *btree.BTreeG[keyItem]  // (key, session)
 	locksBySess  *btree.BTreeG[*lockRec] // (session, key)
 	locksByExpry *btree.BTreeG[expiryItem]
+	// locksByUser holds the locks with a user, by (user, key, session):
+	// a listing of one user's locks reads them alone, where a walk of
+	// every lock would hold up every commit while it read them.
+	locksByUser *btree.BTreeG[*lockRec]
 
 	sessions     map[string]*sessRec
 	liveSessions *btree.BTreeG[*sessRec]
@@ -78,6 +82,7 @@ func New(now func() time.Time, opts Options) *Engine {
 		locks:         btree.NewG(btreeDegree, lessKey),
 		locksBySess:   btree.NewG(btreeDegree, lessBySession),
 		locksByExpry:  btree.NewG(btreeDegree, lessExpiry),
+		locksByUser:   btree.NewG(btreeDegree, lessByUser),
 		sessions:      make(map[string]*sessRec),
 		liveSessions:  btree.NewG(btreeDegree, lessSession),
 		idleSessions:  btree.NewG(btreeDegree, lessTimedSession),
@@ -271,8 +276,14 @@ func (e *Engine) putLock(r *lockRec) *lockRec {
 	e.locksBySess.ReplaceOrInsert(r)
 	if had {
 		e.locksByExpry.Delete(expiryOf(old.rec))
+		if old.rec.user != r.user && old.rec.user != "" {
+			e.locksByUser.Delete(old.rec)
+		}
 	}
 	e.locksByExpry.ReplaceOrInsert(expiryOf(r))
+	if r.user != "" {
+		e.locksByUser.ReplaceOrInsert(r)
+	}
 	if had {
 		return old.rec
 	}
@@ -287,6 +298,9 @@ func (e *Engine) deleteLock(key, session string) *lockRec {
 	e.locks.Delete(keyItem{key: key, rec: r})
 	e.locksBySess.Delete(r)
 	e.locksByExpry.Delete(expiryOf(r))
+	if r.user != "" {
+		e.locksByUser.Delete(r)
+	}
 	return r
 }
 

@@ -393,6 +393,9 @@ func TestLockCursorsAndFilters(t *testing.T) {
 		{store.LockQuery{Session: "s2", AfterKey: "a/20", AfterSession: "s1", Limit: 2}, []string{"a/20@s2", "b/1@s2"}},
 		{store.LockQuery{Session: "s1", AfterKey: "a/20", AfterSession: "s1"}, []string{"b/1@s1", "b/2@s1"}},
 		{store.LockQuery{User: "u-s1", Prefix: "b/"}, []string{"b/1@s1", "b/2@s1"}},
+		{store.LockQuery{User: "u-s2", AfterKey: "a/20", AfterSession: "s2", Limit: 1}, []string{"b/1@s2"}},
+		{store.LockQuery{User: "u-s2", Prefix: "a/2", AfterKey: "a/2", AfterSession: "s2"}, []string{"a/20@s2"}},
+		{store.LockQuery{User: "u-nobody"}, nil},
 		{store.LockQuery{Session: "nobody"}, nil},
 	}
 	for _, c := range checks {
@@ -404,6 +407,64 @@ func TestLockCursorsAndFilters(t *testing.T) {
 	view(t, e, func(tx store.ReadTx) (err error) { bySession, err = tx.SessionLocks("s2"); return err })
 	if got, want := keysOf(bySession), []string{"a/1@s2", "a/2@s2", "a/20@s2", "b/1@s2", "b/2@s2"}; !reflect.DeepEqual(got, want) {
 		t.Errorf("SessionLocks = %v, want %v", got, want)
+	}
+}
+
+// A listing of one user's locks reads the user index, which follows every
+// put, replacement (the same session's lock under another user), deletion
+// and rollback.
+func TestUserIndexFollowsLocks(t *testing.T) {
+	t.Parallel()
+	e := New(fixedClock, Options{AuditInMemory: true})
+	byUser := func(user string) []string {
+		var got []store.Lock
+		view(t, e, func(tx store.ReadTx) (err error) { got, err = tx.Locks(store.LockQuery{User: user}); return err })
+		return keysOf(got)
+	}
+	check := func(when string, want map[string][]string) {
+		t.Helper()
+		for user, keys := range want {
+			if got := byUser(user); !reflect.DeepEqual(got, keys) {
+				t.Errorf("%s: user %s lists %v, want %v", when, user, got, keys)
+			}
+		}
+		n := 0
+		for _, keys := range want {
+			n += len(keys)
+		}
+		if e.locksByUser.Len() != n {
+			t.Errorf("%s: the user index holds %d locks, want %d", when, e.locksByUser.Len(), n)
+		}
+	}
+	anonymous := lockOn("c/1", "s3", time.Hour)
+	anonymous.User = ""
+	putLocks(t, e, lockOn("a/1", "s1", time.Hour), lockOn("b/1", "s1", time.Hour), lockOn("a/1", "s2", time.Hour), anonymous)
+	check("put", map[string][]string{"u-s1": {"a/1@s1", "b/1@s1"}, "u-s2": {"a/1@s2"}})
+
+	moved := lockOn("b/1", "s1", time.Hour)
+	moved.User = "u-s2"
+	putLocks(t, e, moved)
+	check("replaced under another user", map[string][]string{"u-s1": {"a/1@s1"}, "u-s2": {"a/1@s2", "b/1@s1"}})
+
+	mustUpdate(t, e, func(tx store.Tx) error { return tx.DeleteLock("a/1", "s1") })
+	check("deleted", map[string][]string{"u-s1": nil, "u-s2": {"a/1@s2", "b/1@s1"}})
+
+	failed := errors.New("refused")
+	err := e.Update(func(tx store.Tx) error {
+		tx.PutLock(lockOn("d/1", "s1", time.Hour))
+		tx.PutLock(lockOn("b/1", "s1", time.Hour)) // back to u-s1
+		tx.DeleteLock("a/1", "s2")
+		return failed
+	}, nil)
+	if err != failed {
+		t.Fatalf("update = %v, want its own error", err)
+	}
+	check("rolled back", map[string][]string{"u-s1": nil, "u-s2": {"a/1@s2", "b/1@s1"}})
+
+	// The listing reads the index: a lock missing from it is not listed.
+	e.locksByUser.Delete(e.getLock("a/1", "s2"))
+	if got := byUser("u-s2"); !reflect.DeepEqual(got, []string{"b/1@s1"}) {
+		t.Fatalf("user u-s2 lists %v with a/1@s2 taken out of the index, want [b/1@s1]: the listing walks the locks", got)
 	}
 }
 

@@ -43,6 +43,17 @@ func lessBySession(x, y *lockRec) bool {
 	return x.key < y.key
 }
 
+// lessByUser orders locksByUser.
+func lessByUser(x, y *lockRec) bool {
+	if x.user != y.user {
+		return x.user < y.user
+	}
+	if x.key != y.key {
+		return x.key < y.key
+	}
+	return x.session < y.session
+}
+
 // sessionPivot returns a record that sorts before every lock of session on
 // a key at or after key. A write transaction runs alone, so it reuses one
 // record (a heartbeat looks up its session's locks every time); readers

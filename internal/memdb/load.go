@@ -8,14 +8,14 @@ import (
 )
 
 // Loader restores locks in bulk as a durable store reads them back on
-// open: while the store decodes the next records, each of the three lock
+// open: while the store decodes the next records, each of the four lock
 // indexes is built by a goroutine of its own. Only the Loader may touch
 // the lock and lost indexes until Close returns; other records are
 // restored with Engine.Restore meanwhile.
 type Loader struct {
 	e     *Engine
 	batch []*lockRec
-	feeds [3]chan []*lockRec
+	feeds [4]chan []*lockRec
 	done  sync.WaitGroup
 	// kept holds one copy of each session, user and name seen, for the
 	// locks that share them; dropped once loaded.
@@ -32,6 +32,11 @@ func (e *Engine) Load() *Loader {
 		func(r *lockRec) { e.locks.ReplaceOrInsert(keyItem{key: r.key, rec: r}) },
 		func(r *lockRec) { e.locksBySess.ReplaceOrInsert(r) },
 		func(r *lockRec) { e.locksByExpry.ReplaceOrInsert(expiryOf(r)) },
+		func(r *lockRec) {
+			if r.user != "" {
+				e.locksByUser.ReplaceOrInsert(r)
+			}
+		},
 	}
 	for i, build := range builders {
 		feed := make(chan []*lockRec, 8)

@@ -73,6 +73,12 @@ func TestLoaderCopiesBorrowedStrings(t *testing.T) {
 		if len(a) == 0 || !reflect.DeepEqual(a, b) {
 			t.Fatalf("SessionLocks(%s): loaded %d locks, written %d, or they differ", s, len(b), len(a))
 		}
+		q := store.LockQuery{User: "u-" + s}
+		view(t, want, func(tx store.ReadTx) (err error) { a, err = tx.Locks(q); return err })
+		view(t, got, func(tx store.ReadTx) (err error) { b, err = tx.Locks(q); return err })
+		if len(a) == 0 || !reflect.DeepEqual(a, b) {
+			t.Fatalf("Locks(%+v): loaded %d locks, written %d, or they differ", q, len(b), len(a))
+		}
 	}
 	if n, _, _ := got.Size(); n != len(locks) {
 		t.Fatalf("loaded %d locks, want %d", n, len(locks))

@@ -119,6 +119,13 @@ func (r reader) Locks(q store.LockQuery) ([]store.Lock, error) {
 		})
 		return out, nil
 	}
+	if q.User != "" {
+		pivot := &lockRec{user: q.User, key: max(q.Prefix, q.AfterKey)}
+		r.e.locksByUser.AscendGreaterOrEqual(pivot, func(l *lockRec) bool {
+			return l.user == q.User && visit(l)
+		})
+		return out, nil
+	}
 	start := keyItem{key: q.Prefix}
 	if hasCursor && q.AfterKey >= q.Prefix {
 		start = keyItem{key: q.AfterKey, rec: r.sessionPivot(q.AfterSession, q.AfterKey)}

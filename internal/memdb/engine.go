@@ -45,6 +45,10 @@ type Engine struct {
 	idleSessions *btree.BTreeG[timedSessionItem]
 	idleAt       map[string]timedSessionItem
 	endedSession *btree.BTreeG[timedSessionItem]
+	// liveByUser holds the live sessions with a user, by (user, id): a
+	// listing of one user's sessions reads them alone. A heartbeat, which
+	// keeps its session's user, leaves it as it is.
+	liveByUser *btree.BTreeG[userItem]
 
 	aggRoot     map[string]string
 	aggByMember *btree.BTreeG[aggItem] // (member, root)
@@ -85,6 +89,7 @@ func New(now func() time.Time, opts Options) *Engine {
 		locksByUser:   btree.NewG(btreeDegree, lessByUser),
 		sessions:      make(map[string]*sessRec),
 		liveSessions:  btree.NewG(btreeDegree, lessSession),
+		liveByUser:    btree.NewG(btreeDegree, lessUser),
 		idleSessions:  btree.NewG(btreeDegree, lessTimedSession),
 		idleAt:        make(map[string]timedSessionItem),
 		endedSession:  btree.NewG(btreeDegree, lessTimedSession),
@@ -311,6 +316,10 @@ func (e *Engine) putSession(s *sessRec) *sessRec {
 		e.sessions[s.id] = s
 		e.liveSessions.ReplaceOrInsert(s)
 		e.indexIdle(s)
+		if old.user != s.user {
+			e.unindexUser(old)
+			e.indexUser(s)
+		}
 		return old
 	}
 	old := e.unindexSession(s.id)
@@ -321,7 +330,21 @@ func (e *Engine) putSession(s *sessRec) *sessRec {
 	}
 	e.liveSessions.ReplaceOrInsert(s)
 	e.indexIdle(s)
+	e.indexUser(s)
 	return old
+}
+
+// indexUser and unindexUser keep live session s in liveByUser.
+func (e *Engine) indexUser(s *sessRec) {
+	if s.user != "" {
+		e.liveByUser.ReplaceOrInsert(userItem{user: s.user, id: s.id})
+	}
+}
+
+func (e *Engine) unindexUser(s *sessRec) {
+	if s.user != "" {
+		e.liveByUser.Delete(userItem{user: s.user, id: s.id})
+	}
 }
 
 // indexIdle keeps the idle entry of live session s at or before its
@@ -376,6 +399,7 @@ func (e *Engine) unindexSession(id string) *sessRec {
 		return old
 	}
 	e.liveSessions.Delete(old)
+	e.unindexUser(old)
 	if at, ok := e.idleAt[id]; ok {
 		e.unindexIdle(at)
 	}

@@ -468,6 +468,81 @@ func TestUserIndexFollowsLocks(t *testing.T) {
 	}
 }
 
+// A listing of one user's live sessions reads the user index, which
+// follows every session that starts, changes its user, ends, is deleted
+// or is rolled back, and which a heartbeat leaves alone.
+func TestSessionUserIndexFollowsSessions(t *testing.T) {
+	t.Parallel()
+	e := New(fixedClock, Options{AuditInMemory: true})
+	byUser := func(user string, after string) []string {
+		var got []store.Session
+		view(t, e, func(tx store.ReadTx) (err error) {
+			got, err = tx.Sessions(store.SessionQuery{User: user, After: after})
+			return err
+		})
+		var ids []string
+		for _, s := range got {
+			ids = append(ids, s.ID)
+		}
+		return ids
+	}
+	check := func(when string, want map[string][]string) {
+		t.Helper()
+		n := 0
+		for user, ids := range want {
+			n += len(ids)
+			if got := byUser(user, ""); !reflect.DeepEqual(got, ids) {
+				t.Errorf("%s: user %s lists %v, want %v", when, user, got, ids)
+			}
+		}
+		if e.liveByUser.Len() != n {
+			t.Errorf("%s: the user index holds %d sessions, want %d", when, e.liveByUser.Len(), n)
+		}
+	}
+	put := func(ss ...store.Session) {
+		t.Helper()
+		mustUpdate(t, e, func(tx store.Tx) error {
+			for _, s := range ss {
+				tx.PutSession(s)
+			}
+			return nil
+		})
+	}
+	put(store.Session{ID: "a", User: "u1", LastSeen: t0}, store.Session{ID: "b", User: "u1", LastSeen: t0},
+		store.Session{ID: "c", User: "u2", LastSeen: t0}, store.Session{ID: "d", LastSeen: t0})
+	check("started", map[string][]string{"u1": {"a", "b"}, "u2": {"c"}})
+	if got := byUser("u1", "a"); !reflect.DeepEqual(got, []string{"b"}) {
+		t.Errorf("user u1 after a lists %v, want [b]", got)
+	}
+
+	mustUpdate(t, e, func(tx store.Tx) error {
+		return tx.(store.Toucher).TouchSession(store.Session{ID: "a", User: "u1", LastSeen: t0.Add(time.Minute)})
+	})
+	put(store.Session{ID: "b", User: "u2", LastSeen: t0})
+	check("heartbeat and a change of user", map[string][]string{"u1": {"a"}, "u2": {"b", "c"}})
+
+	put(store.Session{ID: "c", User: "u2", LastSeen: t0, EndedAt: t0.Add(time.Minute), EndReason: "session_ended"})
+	mustUpdate(t, e, func(tx store.Tx) error { return tx.DeleteSession("a") })
+	check("ended and deleted", map[string][]string{"u1": nil, "u2": {"b"}})
+
+	failed := errors.New("refused")
+	err := e.Update(func(tx store.Tx) error {
+		tx.PutSession(store.Session{ID: "e", User: "u1", LastSeen: t0})
+		tx.PutSession(store.Session{ID: "b", User: "u1", LastSeen: t0})
+		return failed
+	}, nil)
+	if err != failed {
+		t.Fatalf("update = %v, want its own error", err)
+	}
+	check("rolled back", map[string][]string{"u1": nil, "u2": {"b"}})
+
+	// The listing reads the index: a session missing from it is not listed.
+	e.liveByUser.Delete(userItem{user: "u2", id: "b"})
+	if got := byUser("u2", ""); len(got) != 0 {
+		t.Fatalf("user u2 lists %v with b taken out of the index, want none: the listing walks the sessions", got)
+	}
+}
+
 func TestSessionIndexes(t *testing.T) {
 	t.Parallel()
 	e := New(fixedClock, Options{AuditInMemory: true})

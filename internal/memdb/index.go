@@ -161,6 +161,16 @@ func lessAgg(x, y aggItem) bool {
 	return x.b < y.b
 }
 
+// userItem orders live sessions by (user, id).
+type userItem struct{ user, id string }
+
+func lessUser(x, y userItem) bool {
+	if x.user != y.user {
+		return x.user < y.user
+	}
+	return x.id < y.id
+}
+
 // lostItem orders lost records by (session, key, token).
 type lostItem struct {
 	session, key string

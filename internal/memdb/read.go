@@ -186,11 +186,22 @@ func (e *Engine) idle(now time.Time, limit int, early *[]string) []store.Session
 
 func (r reader) Sessions(q store.SessionQuery) ([]store.Session, error) {
 	out := withRoom[store.Session](q.Limit)
+	if q.User != "" {
+		r.e.liveByUser.AscendGreaterOrEqual(userItem{user: q.User, id: q.After}, func(it userItem) bool {
+			if it.user != q.User {
+				return false
+			}
+			if it.id != q.After {
+				out = append(out, r.e.sessions[it.id].session())
+			}
+			return q.Limit <= 0 || len(out) < q.Limit
+		})
+		return out, nil
+	}
 	r.e.liveSessions.AscendGreaterOrEqual(&sessRec{id: q.After}, func(s *sessRec) bool {
-		if s.id == q.After || (q.User != "" && s.user != q.User) {
-			return true
+		if s.id != q.After {
+			out = append(out, s.session())
 		}
-		out = append(out, s.session())
 		return q.Limit <= 0 || len(out) < q.Limit
 	})
 	return out, nil

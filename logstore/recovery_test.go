@@ -36,6 +36,18 @@ func openTuned(t *testing.T, dir string, tune tuning) *Store {
 	return s
 }
 
+// smallLog opens a store of small segments in a new directory, and makes
+// commits 0 to 199 in it.
+func smallLog(t *testing.T) (*Store, string) {
+	t.Helper()
+	dir := t.TempDir()
+	s := openTuned(t, dir, small)
+	for i := range 200 {
+		commit(t, s, i)
+	}
+	return s, dir
+}
+
 // commit puts two locks of commit i in one transaction, with an audit
 // entry. Writers may run it on goroutines of their own.
 func commit(t *testing.T, s *Store, i int) {
@@ -170,11 +182,7 @@ func TestTornTailEveryByteRecoversAPrefix(t *testing.T) {
 // open refuses it rather than losing what follows.
 func TestDamageBeforeTheLastSegmentIsRefused(t *testing.T) {
 	t.Parallel()
-	dir := t.TempDir()
-	s := openTuned(t, dir, small)
-	for i := range 200 {
-		commit(t, s, i)
-	}
+	s, dir := smallLog(t)
 	s.Close()
 	segs, err := listSegments(dir)
 	if err != nil || len(segs) < 3 {
@@ -234,11 +242,7 @@ func readState(t *testing.T, s *Store) (locks []store.Lock, audit []store.AuditE
 // and the log after it.
 func TestCheckpointDropsSegmentsOnceTheirAuditIsPruned(t *testing.T) {
 	t.Parallel()
-	dir := t.TempDir()
-	s := openTuned(t, dir, small)
-	for i := range 200 {
-		commit(t, s, i)
-	}
+	s, dir := smallLog(t)
 	before := len(must(listSegments(dir)))
 	if err := s.checkpoint(nil); err != nil {
 		t.Fatal(err)

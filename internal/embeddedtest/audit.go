@@ -267,13 +267,7 @@ func PruneAuditOnDisk(t *testing.T, open Open) {
 // commits made during the walk go on into new ones.
 func AuditListingHoldsUpNoCommit(t *testing.T, open Open, duringWalk func(s store.Store, hook func())) {
 	t.Parallel()
-	s := open.MustOpen(t, t.TempDir(), nil)
-	defer s.Close()
-	m, err := holdfast.New(s, holdfast.Config{SweepInterval: -1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer m.Close()
+	s, m := open.unswept(t)
 	ctx := context.Background()
 	cycle := func(key string) error {
 		owner := holdfast.Owner{Session: "s-" + key, User: "u"}

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/holdfast/holdfast"
 	"github.com/holdfast/holdfast/store"
 	"github.com/holdfast/holdfast/store/storetest"
 )
@@ -29,6 +30,20 @@ func (open Open) MustOpen(t testing.TB, dir string, now func() time.Time) store.
 		t.Fatalf("Open: %v", err)
 	}
 	return s
+}
+
+// unswept opens the store in a new directory, and a Manager over it whose
+// sweep does not run; both are closed at the end of t.
+func (open Open) unswept(t *testing.T) (store.Store, *holdfast.Manager) {
+	t.Helper()
+	s := open.MustOpen(t, t.TempDir(), nil)
+	t.Cleanup(func() { s.Close() })
+	m, err := holdfast.New(s, holdfast.Config{SweepInterval: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { m.Close() })
+	return s, m
 }
 
 // Harness runs the conformance suite with a fresh directory per store.

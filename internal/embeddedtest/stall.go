@@ -104,13 +104,7 @@ func StalledDiskFailsClosedUntilItCompletes(t *testing.T, open Open, openBounded
 // StalledDiskFailsClosedUntilItCompletes.
 func CallerWhoLeavesIsAnsweredWithTheCommit(t *testing.T, open Open, beforeSync func(s store.Store, hook func())) {
 	t.Parallel()
-	s := open.MustOpen(t, t.TempDir(), nil)
-	defer s.Close()
-	m, err := holdfast.New(s, holdfast.Config{SweepInterval: -1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer m.Close()
+	s, m := open.unswept(t)
 	entries, unsubscribe := m.Subscribe("")
 	defer unsubscribe()
 

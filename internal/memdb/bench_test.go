@@ -60,17 +60,29 @@ func BenchmarkLocksUserPage(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	for _, c := range []struct {
-		user string
-		want int
-	}{{"nobody", 0}, {"late", 101}} {
-		b.Run(c.user, func(b *testing.B) {
-			q := store.LockQuery{User: c.user, Limit: 101}
+	benchUserPages(b, e, []userPage{{"nobody", 0}, {"late", 101}}, func(tx store.ReadTx, user string) ([]store.Lock, error) {
+		return tx.Locks(store.LockQuery{User: user, Limit: 101})
+	})
+}
+
+// userPage is a user whose page of records a benchmark lists, and how many
+// it holds.
+type userPage struct {
+	user string
+	want int
+}
+
+// benchUserPages runs a sub-benchmark for each of pages, in which list
+// reads a page of that user's records.
+func benchUserPages[T any](b *testing.B, e *Engine, pages []userPage, list func(tx store.ReadTx, user string) ([]T, error)) {
+	for _, p := range pages {
+		b.Run(p.user, func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
-				var page []store.Lock
-				if err := e.View(func(tx store.ReadTx) (err error) { page, err = tx.Locks(q); return err }, nil); err != nil || len(page) != c.want {
-					b.Fatalf("%d locks, %v", len(page), err)
+				var page []T
+				err := e.View(func(tx store.ReadTx) (err error) { page, err = list(tx, p.user); return err }, nil)
+				if err != nil || len(page) != p.want {
+					b.Fatalf("%d found, %v; want %d", len(page), err, p.want)
 				}
 			}
 		})
@@ -95,21 +107,9 @@ func BenchmarkSessionsUserPage(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	for _, c := range []struct {
-		user string
-		want int
-	}{{"nobody", 0}, {"u-999", 100}} {
-		b.Run(c.user, func(b *testing.B) {
-			q := store.SessionQuery{User: c.user, Limit: 101}
-			b.ReportAllocs()
-			for b.Loop() {
-				var page []store.Session
-				if err := e.View(func(tx store.ReadTx) (err error) { page, err = tx.Sessions(q); return err }, nil); err != nil || len(page) != c.want {
-					b.Fatalf("%d sessions, %v", len(page), err)
-				}
-			}
-		})
-	}
+	benchUserPages(b, e, []userPage{{"nobody", 0}, {"u-999", 100}}, func(tx store.ReadTx, user string) ([]store.Session, error) {
+		return tx.Sessions(store.SessionQuery{User: user, Limit: 101})
+	})
 }
 
 func BenchmarkAcquireReleaseAmongMillion(b *testing.B) {

@@ -204,3 +204,38 @@ func TestAuditListingReadsAFrameAtATime(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkListAuditNewest lists the two newest audit entries, as an event
+// stream opening does (the Manager asks one more than the page), from a
+// log whose last segment holds about 10 MB: a walk newest first reads the
+// segment from its start to find its last frames.
+func BenchmarkListAuditNewest(b *testing.B) {
+	dir := b.TempDir()
+	s, err := open(dir, Config{Now: func() time.Time { return embeddedtest.AuditT0 }, Logger: quietLog}, tuning{segmentBytes: 64 << 20, checkpointBytes: 1 << 62, syncers: 1})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	reason := strings.Repeat("r", 100)
+	for i := range 1000 {
+		err := s.Update(context.Background(), func(tx store.Tx) error {
+			for j := range 100 {
+				at := embeddedtest.AuditT0.Add(time.Duration(i*100+j) * time.Millisecond)
+				if _, err := tx.AppendAudit(store.AuditEntry{At: at, Event: "acquired", Lock: store.Lock{Key: "k/x/y"}, Reason: reason}); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		e, err := s.ListAudit(context.Background(), store.AuditQuery{Newest: true, Limit: 2})
+		if err != nil || len(e) != 2 {
+			b.Fatal(err)
+		}
+	}
+}

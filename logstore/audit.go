@@ -133,11 +133,21 @@ func (s *Store) listAudit(ctx context.Context, q store.AuditQuery, b auditBounds
 			before = min(before, q.Before)
 		}
 		err = s.scanAuditBackward(ctx, before, b.floor, keep)
-	case q.After >= b.end:
-		// Nothing after the last entry committed: a client following the
-		// log polls this way, and need not cost a read of a segment.
+	case max(q.After, b.floor) >= b.end:
+		// Nothing live after the cursor: a client following the log polls
+		// this way, and need not cost a read of a segment.
 	default:
 		err = s.scanAudit(ctx, max(q.After, b.floor)+1, b.end, keep)
+	}
+	if err != nil && !errors.Is(err, ctx.Err()) {
+		s.mu.Lock()
+		failed := s.failed
+		s.mu.Unlock()
+		if failed != nil {
+			// A failed write meanwhile cut the log back under the walk:
+			// that failure is the answer, not the short segment it read.
+			return nil, failed
+		}
 	}
 	return out, err
 }

@@ -2,6 +2,7 @@ package logstore
 
 import (
 	"context"
+	"errors"
 	"io"
 	"log/slog"
 	"os"
@@ -75,6 +76,10 @@ func TestPruneAuditSkipsTheLogUntilTheOldestEntryIsDue(t *testing.T) {
 	hide(".hidden", "")
 	if n := embeddedtest.PruneAudit(t, s, embeddedtest.AuditT0.Add(2*time.Hour), 0); n != 0 {
 		t.Fatalf("pruned %d from an empty log", n)
+	}
+	// Nor does one whose cursor is below entries all pruned.
+	if got := embeddedtest.ListAudit(t, s, store.AuditQuery{After: 3}); len(got) != 0 {
+		t.Fatalf("after 3, every entry pruned: %v", embeddedtest.IDs(got))
 	}
 	hide("", ".hidden")
 }
@@ -237,5 +242,72 @@ func BenchmarkListAuditNewest(b *testing.B) {
 		if err != nil || len(e) != 2 {
 			b.Fatal(err)
 		}
+	}
+}
+
+// A write that fails while a listing walks the log cuts the log back under
+// the walk, which then finds the segment shorter than when it opened it:
+// the listing answers with the failure (ErrUnavailable), not as if the log
+// were corrupt.
+func TestAuditWalkCutBackByAFailedWriteAnswersTheFailure(t *testing.T) {
+	t.Parallel()
+	s := openTuned(t, t.TempDir(), defaultTuning)
+	reason := strings.Repeat("r", 1000)
+	err := s.Update(context.Background(), func(tx store.Tx) error {
+		for i := range 200 { // more than the walk's 64 KiB buffer
+			if _, err := tx.AppendAudit(store.AuditEntry{At: embeddedtest.AuditT0.Add(time.Duration(i) * time.Second), Event: "acquired", Lock: store.Lock{Key: "k"}, Reason: reason}); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b auditBounds
+	if err := s.View(context.Background(), func(store.ReadTx) error { b = s.auditBounds(); return nil }); err != nil {
+		t.Fatal(err)
+	}
+
+	// A commit without audit entries is written, and its sync held, then
+	// failed: the store cuts the log back to before it.
+	syncing, fail := make(chan struct{}), make(chan struct{})
+	s.syncFile = func(*os.File) error {
+		close(syncing)
+		<-fail
+		return errors.New("input/output error")
+	}
+	committed := make(chan error, 1)
+	go func() {
+		committed <- s.Update(context.Background(), func(tx store.Tx) error { return tx.PutLock(store.Lock{Key: "later", Session: "s"}) })
+	}()
+	<-syncing
+
+	// The walk opens the segment with that commit in it, and waits at its
+	// first entry while the failed sync cuts the log back.
+	reading, release := make(chan struct{}), make(chan struct{})
+	var first atomic.Bool
+	first.Store(true)
+	s.decodeAudit = func(p []byte) (*store.AuditEntry, error) {
+		if first.CompareAndSwap(true, false) {
+			close(reading)
+			<-release
+		}
+		return codec.DecodeAudit(p)
+	}
+	listed := make(chan error, 1)
+	go func() {
+		_, err := s.listAudit(context.Background(), store.AuditQuery{Key: "nowhere"}, b)
+		listed <- err
+	}()
+	<-reading
+	close(fail)
+	if err := <-committed; !errors.Is(err, store.ErrUnavailable) {
+		close(release)
+		t.Fatalf("commit whose sync failed = %v, want ErrUnavailable", err)
+	}
+	close(release)
+	if err := <-listed; !errors.Is(err, store.ErrUnavailable) {
+		t.Fatalf("listing cut short by a failed write = %v, want ErrUnavailable", err)
 	}
 }

@@ -177,11 +177,14 @@ func (seg *segment) read() ([]byte, error) {
 	return b, nil
 }
 
-// segmentFile reads the frames of a segment's durable bytes through a
-// buffer, so that a reader holds one frame in memory, not the segment.
+// segmentFile reads the frames of a segment through a buffer, so that a
+// reader holds one frame in memory, not the segment.
 type segmentFile struct {
-	f    *os.File
-	size int64 // the segment's durable bytes, when opened
+	f *os.File
+	// size is how many bytes of whole frames the segment held when opened:
+	// written, not all durable yet. A reader bounds what it lists by what
+	// it knows durable (an audit ID).
+	size int64
 	buf  []byte
 }
 
@@ -196,8 +199,8 @@ func (seg *segment) open() (*segmentFile, error) {
 func (sf *segmentFile) Close() error { return sf.f.Close() }
 
 // frames calls fn with the offset and body of each frame, in order, until
-// fn returns false or fails. body is valid only during the call. Bytes
-// after the last whole frame are errCorrupt: only durable bytes are read.
+// fn returns false or fails. body is valid only during the call. Bytes up
+// to size that are not whole frames are errCorrupt.
 func (sf *segmentFile) frames(fn func(off int64, body []byte) (bool, error)) error {
 	r := bufio.NewReaderSize(io.NewSectionReader(sf.f, headerLen, sf.size-headerLen), 64<<10)
 	for off := int64(headerLen); off < sf.size; {

@@ -27,7 +27,7 @@ type auditReader struct {
 }
 
 func (r auditReader) Audit(q store.AuditQuery) ([]store.AuditEntry, error) {
-	return r.s.listAudit(q, inTx)
+	return r.s.listAudit(context.Background(), q, inTx)
 }
 
 // inTx is the last ID listAudit lists inside a transaction: every entry
@@ -52,7 +52,7 @@ func (t *auditTx) TouchSession(sess store.Session) error {
 }
 
 func (t *auditTx) Audit(q store.AuditQuery) ([]store.AuditEntry, error) {
-	return t.s.listAudit(q, inTx)
+	return t.s.listAudit(context.Background(), q, inTx)
 }
 
 // PruneAudit deletes the oldest entries in ID order, on the ground that At
@@ -103,13 +103,13 @@ func (s *Store) ListAudit(ctx context.Context, q store.AuditQuery) ([]store.Audi
 	if err := s.View(ctx, func(store.ReadTx) error { return nil }); err != nil {
 		return nil, err
 	}
-	return s.listAudit(q, last)
+	return s.listAudit(ctx, q, last)
 }
 
 // listAudit answers an audit query from the entries up to ID last by
 // walking the log by ID from the cursor, forward or (Newest) backward, and
-// filtering like memdb does.
-func (s *Store) listAudit(q store.AuditQuery, last uint64) ([]store.AuditEntry, error) {
+// filtering like memdb does. It gives up once ctx ends.
+func (s *Store) listAudit(ctx context.Context, q store.AuditQuery, last uint64) ([]store.AuditEntry, error) {
 	if !q.Newest && q.After >= last {
 		return nil, nil // a client following the log polls this way
 	}
@@ -122,12 +122,19 @@ func (s *Store) listAudit(q store.AuditQuery, last uint64) ([]store.AuditEntry, 
 		opts.LowerBound = auditKey(nil, q.After+1)
 	}
 	var out []store.AuditEntry
+	walked := 0
 	err := s.scanAudit(opts, q.Newest, func(e *store.AuditEntry) bool {
+		if walked++; walked%4096 == 0 && ctx.Err() != nil {
+			return false
+		}
 		if memdb.AuditMatches(q, e) {
 			out = append(out, *e)
 		}
 		return q.Limit <= 0 || len(out) < q.Limit
 	})
+	if err == nil {
+		err = ctx.Err()
+	}
 	return out, err
 }
 

@@ -1,6 +1,8 @@
 package pebblestore
 
 import (
+	"context"
+	"errors"
 	"io"
 	"log/slog"
 	"testing"
@@ -38,4 +40,36 @@ func TestAuditListingHoldsUpNoCommit(t *testing.T) {
 			return codec.DecodeAudit(p)
 		}
 	})
+}
+
+// A listing whose caller leaves stops walking the log: it holds the
+// database open against Close while it walks.
+func TestAuditListingStopsWhenItsCallerLeaves(t *testing.T) {
+	t.Parallel()
+	s := embeddedtest.Open(openStore).OpenAudit(t, t.TempDir()).(*Store)
+	err := s.Update(context.Background(), func(tx store.Tx) error {
+		for range 10_000 {
+			if _, err := tx.AppendAudit(store.AuditEntry{At: embeddedtest.AuditT0, Event: "acquired", Lock: store.Lock{Key: "k"}}); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, leave := context.WithCancel(context.Background())
+	decoded := 0
+	s.decodeAudit = func(p []byte) (*store.AuditEntry, error) {
+		if decoded++; decoded == 1 {
+			leave()
+		}
+		return codec.DecodeAudit(p)
+	}
+	if _, err := s.ListAudit(ctx, store.AuditQuery{Key: "nowhere"}); !errors.Is(err, context.Canceled) {
+		t.Fatalf("ListAudit whose caller left = %v, want context.Canceled", err)
+	}
+	if decoded >= 10_000 {
+		t.Fatalf("decoded all %d entries after the caller left", decoded)
+	}
 }

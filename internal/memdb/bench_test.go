@@ -40,8 +40,6 @@ func BenchmarkLocksPrefixPage(b *testing.B) {
 	}
 }
 
-// BenchmarkAcquireReleaseAmongMillion writes what an acquire and a release
-// write, among a million locks.
 // BenchmarkLocksUserPage lists a page of one user's locks, as GET
 // /v1/locks?user= does, among a million held by another: a user with
 // none, and one with 200 whose keys sort after all the others.
@@ -112,6 +110,8 @@ func BenchmarkSessionsUserPage(b *testing.B) {
 	})
 }
 
+// BenchmarkAcquireReleaseAmongMillion writes what an acquire and a release
+// write, among a million locks.
 func BenchmarkAcquireReleaseAmongMillion(b *testing.B) {
 	e := millionLocks(b)
 	b.ReportAllocs()

@@ -182,7 +182,13 @@ func (s *Store) scanAudit(ctx context.Context, from, end uint64, fn func(*store.
 		}
 		more := true
 		err := s.readSegment(seg, func(sf *segmentFile) error {
-			return sf.frames(func(_ int64, body []byte) (bool, error) {
+			start := int64(headerLen)
+			for _, m := range seg.stretches(sf.size) {
+				if m.audit <= from {
+					start = m.off // every entry before it is older than from
+				}
+			}
+			return sf.frames(start, sf.size, func(_ int64, body []byte) (bool, error) {
 				return auditIn(body, func(id uint64, p []byte) (bool, error) {
 					if id < from {
 						return true, nil
@@ -221,7 +227,7 @@ func (s *Store) scanAuditBackward(ctx context.Context, before, floor uint64, fn 
 		}
 		more := true
 		err := s.readSegment(seg, func(sf *segmentFile) (err error) {
-			more, err = s.auditBackward(sf, before, floor, fn)
+			more, err = s.segmentBackward(seg, sf, before, floor, fn)
 			return err
 		})
 		if err != nil || !more {
@@ -234,14 +240,40 @@ func (s *Store) scanAuditBackward(ctx context.Context, before, floor uint64, fn 
 	return nil
 }
 
-// auditBackward calls fn with the entries of one segment above ID floor
+// segmentBackward calls fn with the entries of one segment above ID floor
 // and below ID before, newest first, and reports whether fn wanted more.
-// Frames are read forward only: one pass finds those that hold such
-// entries, and they are read again from the newest.
-func (s *Store) auditBackward(sf *segmentFile, before, floor uint64, fn func(*store.AuditEntry) bool) (bool, error) {
+// It reads the segment's stretches between marks from the last, skipping
+// those that hold only newer entries, and stops before one that holds only
+// pruned ones.
+func (s *Store) segmentBackward(seg *segment, sf *segmentFile, before, floor uint64, fn func(*store.AuditEntry) bool) (bool, error) {
+	st := seg.stretches(sf.size)
+	for i := len(st) - 1; i >= 0; i-- {
+		if st[i].audit >= before {
+			continue
+		}
+		to := sf.size
+		if i+1 < len(st) {
+			to = st[i+1].off
+		}
+		if more, err := s.stretchBackward(sf, st[i].off, to, before, floor, fn); err != nil || !more {
+			return more, err
+		}
+		if st[i].audit <= floor+1 {
+			return true, nil // the entries before it are pruned, if any
+		}
+	}
+	return true, nil
+}
+
+// stretchBackward calls fn with the entries above ID floor and below ID
+// before in the frames from offset from to offset to, newest first, and
+// reports whether fn wanted more. Frames are read forward only: one pass
+// finds those that hold such entries, and they are read again from the
+// newest.
+func (s *Store) stretchBackward(sf *segmentFile, from, to int64, before, floor uint64, fn func(*store.AuditEntry) bool) (bool, error) {
 	wanted := func(id uint64) bool { return id > floor && id < before }
 	var offs []int64
-	err := sf.frames(func(off int64, body []byte) (bool, error) {
+	err := sf.frames(from, to, func(off int64, body []byte) (bool, error) {
 		held, past := false, false
 		_, err := auditIn(body, func(id uint64, _ []byte) (bool, error) {
 			held = held || wanted(id)

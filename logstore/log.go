@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 
 	"github.com/holdfast/holdfast/internal/codec"
@@ -29,6 +30,52 @@ type segment struct {
 	// is durable. Only the syncer writing moves it, and atomically, so that
 	// a commit never waits for an audit listing reading the file.
 	size atomic.Int64
+
+	// marks are starts of frames this process wrote to the segment, one
+	// at least every tuning.markBytes, each with the next audit ID there:
+	// the entries before a mark have lower IDs, those from it on that ID
+	// or higher. A walk of the audit log starts at the last mark at or
+	// before its cursor, and newest first reads one stretch between marks
+	// at a time, so that it need not read the segment from its start.
+	// Segments found at open have none (the log goes on in a new one).
+	marksMu sync.Mutex
+	marks   []mark
+}
+
+// mark is a frame's offset in its segment, and the next audit ID there.
+type mark struct {
+	off   int64
+	audit uint64
+}
+
+// mark notes the frame about to be written at off, if the last mark is
+// at least every bytes before it; nextAudit is the next audit ID there.
+func (seg *segment) mark(off int64, nextAudit uint64, every int64) {
+	seg.marksMu.Lock()
+	defer seg.marksMu.Unlock()
+	if n := len(seg.marks); n == 0 || off-seg.marks[n-1].off >= every {
+		seg.marks = append(seg.marks, mark{off: off, audit: nextAudit})
+	}
+}
+
+// stretches splits the segment's first size bytes at its marks, in order:
+// each stretch is a run of whole frames from its mark, the first from the
+// segment's first frame (with audit 0 when unknown).
+func (seg *segment) stretches(size int64) []mark {
+	seg.marksMu.Lock()
+	defer seg.marksMu.Unlock()
+	out := []mark{{off: headerLen}}
+	for _, m := range seg.marks {
+		if m.off >= size {
+			break
+		}
+		if m.off == headerLen {
+			out[0] = m
+			continue
+		}
+		out = append(out, m)
+	}
+	return out
 }
 
 func newSegment(path string, firstSeq, firstAudit uint64, size int64) *segment {
@@ -198,13 +245,14 @@ func (seg *segment) open() (*segmentFile, error) {
 
 func (sf *segmentFile) Close() error { return sf.f.Close() }
 
-// frames calls fn with the offset and body of each frame, in order, until
-// fn returns false or fails. body is valid only during the call. Bytes up
-// to size that are not whole frames are errCorrupt.
-func (sf *segmentFile) frames(fn func(off int64, body []byte) (bool, error)) error {
-	r := bufio.NewReaderSize(io.NewSectionReader(sf.f, headerLen, sf.size-headerLen), 64<<10)
-	for off := int64(headerLen); off < sf.size; {
-		body, n, err := sf.readFrame(r, sf.size-off)
+// frames calls fn with the offset and body of each frame from offset
+// from, which starts one, up to offset to, in order, until fn returns
+// false or fails. body is valid only during the call. Bytes before to that
+// are not whole frames are errCorrupt.
+func (sf *segmentFile) frames(from, to int64, fn func(off int64, body []byte) (bool, error)) error {
+	r := bufio.NewReaderSize(io.NewSectionReader(sf.f, from, to-from), 64<<10)
+	for off := from; off < to; {
+		body, n, err := sf.readFrame(r, to-off)
 		if err != nil {
 			return err
 		}

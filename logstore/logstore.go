@@ -95,9 +95,13 @@ type tuning struct {
 	// syncers work in any number, and the tests of overlapping syncs run
 	// two.
 	syncers int
+	// markBytes is how far apart, at least, the marks of a segment are
+	// (segment.marks): a listing of the newest audit entries reads about
+	// this much of the log.
+	markBytes int64
 }
 
-var defaultTuning = tuning{segmentBytes: 16 << 20, checkpointBytes: 64 << 20, lazyDelay: time.Second, lazyWrite: 2 * time.Millisecond, syncers: 1}
+var defaultTuning = tuning{segmentBytes: 16 << 20, checkpointBytes: 64 << 20, lazyDelay: time.Second, lazyWrite: 2 * time.Millisecond, syncers: 1, markBytes: 64 << 10}
 
 const lazyWriteBytes = 32 << 10
 
@@ -751,6 +755,7 @@ func (s *Store) write(g *group) error {
 		}
 		seg, size = next, next.size.Load()
 	}
+	seg.mark(size, s.lastAudit+1, s.tune.markBytes)
 	if err := s.writeFrame(s.active, size, g.buf); err != nil {
 		return err
 	}

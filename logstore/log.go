@@ -31,8 +31,10 @@ type segment struct {
 	// a commit never waits for an audit listing reading the file.
 	size atomic.Int64
 
-	// marks are starts of frames this process wrote to the segment, one
-	// at least every tuning.markBytes, each with the next audit ID there:
+	// marks are starts of frames this process wrote to the segment, the
+	// first frame at least tuning.markBytes past the last mark each time
+	// (so a stretch between marks is that much and at most one frame
+	// more), each with the next audit ID there:
 	// the entries before a mark have lower IDs, those from it on that ID
 	// or higher. A walk of the audit log starts at the last mark at or
 	// before its cursor, and newest first reads one stretch between marks
@@ -228,6 +230,7 @@ func (seg *segment) read() ([]byte, error) {
 // reader holds one frame in memory, not the segment.
 type segmentFile struct {
 	f *os.File
+	r *bufio.Reader // reused by each frames
 	// size is how many bytes of whole frames the segment held when opened:
 	// written, not all durable yet. A reader bounds what it lists by what
 	// it knows durable (an audit ID).
@@ -250,9 +253,14 @@ func (sf *segmentFile) Close() error { return sf.f.Close() }
 // false or fails. body is valid only during the call. Bytes before to that
 // are not whole frames are errCorrupt.
 func (sf *segmentFile) frames(from, to int64, fn func(off int64, body []byte) (bool, error)) error {
-	r := bufio.NewReaderSize(io.NewSectionReader(sf.f, from, to-from), 64<<10)
+	section := io.NewSectionReader(sf.f, from, to-from)
+	if sf.r == nil {
+		sf.r = bufio.NewReaderSize(section, 64<<10)
+	} else {
+		sf.r.Reset(section)
+	}
 	for off := from; off < to; {
-		body, n, err := sf.readFrame(r, to-off)
+		body, n, err := sf.readFrame(sf.r, to-off)
 		if err != nil {
 			return err
 		}

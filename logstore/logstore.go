@@ -97,7 +97,7 @@ type tuning struct {
 	syncers int
 	// markBytes is how far apart, at least, the marks of a segment are
 	// (segment.marks): a listing of the newest audit entries reads about
-	// this much of the log.
+	// this much of the log. Zero marks every frame.
 	markBytes int64
 }
 

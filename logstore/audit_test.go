@@ -102,16 +102,11 @@ func TestAuditListingHoldsUpNoCommit(t *testing.T) {
 		})
 }
 
-// A walk of the log lists the segments when it begins and reads them
-// without holding segMu. A checkpoint may drop some meanwhile, once every
-// entry in them is pruned, and the walk then skips them; a segment whose
-// file is missing while it is still listed is an error all the same.
-func TestAuditWalkSkipsSegmentsDroppedMeanwhile(t *testing.T) {
-	t.Parallel()
-	s, _ := smallLog(t)
-	before := len(s.segments())
-	reading, release := make(chan struct{}), make(chan struct{})
-	// Only the walk's first entry waits: a prune walks the log too.
+// holdWalk makes the first entry the next walk of s's audit log decodes
+// wait: reading is closed once it is there, and it goes on once release is
+// closed. The walks after it (a prune's, too) do not wait.
+func holdWalk(s *Store) (reading, release chan struct{}) {
+	reading, release = make(chan struct{}), make(chan struct{})
 	var first atomic.Bool
 	first.Store(true)
 	s.decodeAudit = func(p []byte) (*store.AuditEntry, error) {
@@ -121,6 +116,18 @@ func TestAuditWalkSkipsSegmentsDroppedMeanwhile(t *testing.T) {
 		}
 		return codec.DecodeAudit(p)
 	}
+	return reading, release
+}
+
+// A walk of the log lists the segments when it begins and reads them
+// without holding segMu. A checkpoint may drop some meanwhile, once every
+// entry in them is pruned, and the walk then skips them; a segment whose
+// file is missing while it is still listed is an error all the same.
+func TestAuditWalkSkipsSegmentsDroppedMeanwhile(t *testing.T) {
+	t.Parallel()
+	s, _ := smallLog(t)
+	before := len(s.segments())
+	reading, release := holdWalk(s)
 	type listing struct {
 		entries []store.AuditEntry
 		err     error
@@ -171,15 +178,12 @@ func idRange(from, to uint64) []uint64 {
 	return ids
 }
 
-// A listing reads the log a frame at a time: an event stream opening (the
-// newest entry) or a page of entries costs a frame's memory, not the
-// segment's, however long the segment (up to 16 MiB), so that many
-// listings at once (event streams reconnecting after a restart) do not
-// each hold a segment.
-func TestAuditListingReadsAFrameAtATime(t *testing.T) {
-	s := openTuned(t, t.TempDir(), defaultTuning)
-	reason := strings.Repeat("r", 1000)
-	for i := range 100 {
+// appendGroups commits groups of 100 audit entries, one group at a time,
+// each entry with a reason of reasonBytes, a millisecond apart.
+func appendGroups(tb testing.TB, s *Store, groups, reasonBytes int) {
+	tb.Helper()
+	reason := strings.Repeat("r", reasonBytes)
+	for i := range groups {
 		err := s.Update(context.Background(), func(tx store.Tx) error {
 			for j := range 100 {
 				at := embeddedtest.AuditT0.Add(time.Duration(i*100+j) * time.Millisecond)
@@ -190,9 +194,19 @@ func TestAuditListingReadsAFrameAtATime(t *testing.T) {
 			return nil
 		})
 		if err != nil {
-			t.Fatal(err)
+			tb.Fatal(err)
 		}
 	}
+}
+
+// A listing reads the log a frame at a time: an event stream opening (the
+// newest entry) or a page of entries costs a frame's memory, not the
+// segment's, however long the segment (up to 16 MiB), so that many
+// listings at once (event streams reconnecting after a restart) do not
+// each hold a segment.
+func TestAuditListingReadsAFrameAtATime(t *testing.T) {
+	s := openTuned(t, t.TempDir(), defaultTuning)
+	appendGroups(t, s, 100, 1000)
 	segs := s.segments()
 	last := segs[len(segs)-1]
 	size := last.size.Load()
@@ -218,27 +232,14 @@ func TestAuditListingReadsAFrameAtATime(t *testing.T) {
 // log whose last segment holds about 10 MB: a walk newest first reads the
 // segment from its start to find its last frames.
 func BenchmarkListAuditNewest(b *testing.B) {
-	dir := b.TempDir()
-	s, err := open(dir, Config{Now: func() time.Time { return embeddedtest.AuditT0 }, Logger: quietLog}, tuning{segmentBytes: 64 << 20, checkpointBytes: 1 << 62, syncers: 1})
+	tune := defaultTuning
+	tune.segmentBytes, tune.checkpointBytes = 64<<20, 1<<62
+	s, err := open(b.TempDir(), Config{Now: func() time.Time { return embeddedtest.AuditT0 }, Logger: quietLog}, tune)
 	if err != nil {
 		b.Fatal(err)
 	}
 	defer s.Close()
-	reason := strings.Repeat("r", 100)
-	for i := range 1000 {
-		err := s.Update(context.Background(), func(tx store.Tx) error {
-			for j := range 100 {
-				at := embeddedtest.AuditT0.Add(time.Duration(i*100+j) * time.Millisecond)
-				if _, err := tx.AppendAudit(store.AuditEntry{At: at, Event: "acquired", Lock: store.Lock{Key: "k/x/y"}, Reason: reason}); err != nil {
-					return err
-				}
-			}
-			return nil
-		})
-		if err != nil {
-			b.Fatal(err)
-		}
-	}
+	appendGroups(b, s, 1000, 100)
 	b.ReportAllocs()
 	for b.Loop() {
 		e, err := s.ListAudit(context.Background(), store.AuditQuery{Newest: true, Limit: 2})
@@ -255,18 +256,7 @@ func BenchmarkListAuditNewest(b *testing.B) {
 func TestAuditWalkCutBackByAFailedWriteAnswersTheFailure(t *testing.T) {
 	t.Parallel()
 	s := openTuned(t, t.TempDir(), defaultTuning)
-	reason := strings.Repeat("r", 1000)
-	err := s.Update(context.Background(), func(tx store.Tx) error {
-		for i := range 200 { // more than the walk's 64 KiB buffer
-			if _, err := tx.AppendAudit(store.AuditEntry{At: embeddedtest.AuditT0.Add(time.Duration(i) * time.Second), Event: "acquired", Lock: store.Lock{Key: "k"}, Reason: reason}); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	appendGroups(t, s, 2, 1000) // more than the walk's 64 KiB buffer
 	var b auditBounds
 	if err := s.View(context.Background(), func(store.ReadTx) error { b = s.auditBounds(); return nil }); err != nil {
 		t.Fatal(err)
@@ -288,16 +278,7 @@ func TestAuditWalkCutBackByAFailedWriteAnswersTheFailure(t *testing.T) {
 
 	// The walk opens the segment with that commit in it, and waits at its
 	// first entry while the failed sync cuts the log back.
-	reading, release := make(chan struct{}), make(chan struct{})
-	var first atomic.Bool
-	first.Store(true)
-	s.decodeAudit = func(p []byte) (*store.AuditEntry, error) {
-		if first.CompareAndSwap(true, false) {
-			close(reading)
-			<-release
-		}
-		return codec.DecodeAudit(p)
-	}
+	reading, release := holdWalk(s)
 	listed := make(chan error, 1)
 	go func() {
 		_, err := s.listAudit(context.Background(), store.AuditQuery{Key: "nowhere"}, b)
@@ -416,21 +397,7 @@ func TestAuditListingsAgreeWithTheEntries(t *testing.T) {
 func TestAuditListingNewestReadsTheEndOnly(t *testing.T) {
 	t.Parallel()
 	s := openTuned(t, t.TempDir(), defaultTuning)
-	reason := strings.Repeat("r", 1000)
-	for i := range 40 {
-		err := s.Update(context.Background(), func(tx store.Tx) error {
-			for j := range 100 {
-				at := embeddedtest.AuditT0.Add(time.Duration(i*100+j) * time.Millisecond)
-				if _, err := tx.AppendAudit(store.AuditEntry{At: at, Event: "acquired", Lock: store.Lock{Key: "k"}, Reason: reason}); err != nil {
-					return err
-				}
-			}
-			return nil
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
+	appendGroups(t, s, 40, 1000)
 	segs := s.segments()
 	last := segs[len(segs)-1]
 	size := last.size.Load()

@@ -297,10 +297,10 @@ func TestAuditWalkCutBackByAFailedWriteAnswersTheFailure(t *testing.T) {
 }
 
 // Listings answer the same wherever the walk starts: from a mark or from
-// a segment's first frame, in segments written by this process (marked)
-// or found at open (not), before and after a prune and a checkpoint that
-// drops segments. Each answer is checked against the entries filtered by
-// hand.
+// a segment's first frame, in segments written by this process or replayed
+// at open (marked) or before the last checkpoint (not), before and after a
+// prune and a checkpoint that drops segments. Each answer is checked
+// against the entries filtered by hand.
 func TestAuditListingsAgreeWithTheEntries(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
@@ -373,6 +373,9 @@ func TestAuditListingsAgreeWithTheEntries(t *testing.T) {
 		t.Fatalf("%d segments, the second in %d stretches: want several of each", len(segs), len(segs[1].stretches(segs[1].size.Load())))
 	}
 	check("marked", 0)
+	s.Close()
+	s = openTuned(t, dir, tune)
+	check("replayed at open, and marked so", 0)
 	// Pruned up to two entries before a mark: the walk newest first must
 	// not stop at that mark, nor list what is pruned. (Entry ID i is at
 	// AuditT0 + i-1 seconds.)
@@ -388,31 +391,41 @@ func TestAuditListingsAgreeWithTheEntries(t *testing.T) {
 	check("pruned and checkpointed", floor)
 	s.Close()
 	s = openTuned(t, dir, tune)
-	check("reopened, unmarked", floor)
+	check("reopened after the checkpoint: the segments before it unmarked", floor)
 }
 
 // A listing of the newest entries, as an event stream opening makes, reads
 // only the end of the segment: here it is answered although a frame in
-// the middle is damaged, which a listing from the start finds.
+// the middle is damaged, which a listing from the start finds. So in a
+// segment this process wrote, and in one it replayed at open.
 func TestAuditListingNewestReadsTheEndOnly(t *testing.T) {
 	t.Parallel()
-	s := openTuned(t, t.TempDir(), defaultTuning)
-	appendGroups(t, s, 40, 1000)
-	segs := s.segments()
-	last := segs[len(segs)-1]
-	size := last.size.Load()
-	f, err := os.OpenFile(last.path, os.O_WRONLY, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := f.WriteAt([]byte("damage"), size/2); err != nil {
-		t.Fatal(err)
-	}
-	f.Close()
-	if got, err := s.ListAudit(context.Background(), store.AuditQuery{Newest: true, Limit: 2}); err != nil || len(got) != 2 {
-		t.Fatalf("the two newest entries past a damaged middle: %d, %v", len(got), err)
-	}
-	if _, err := s.ListAudit(context.Background(), store.AuditQuery{After: last.firstAudit}); !errors.Is(err, errCorrupt) {
-		t.Fatalf("listing the segment from its start = %v, want it to find the damage", err)
+	for _, replayed := range []bool{false, true} {
+		dir := t.TempDir()
+		s := openTuned(t, dir, defaultTuning)
+		appendGroups(t, s, 40, 1000)
+		if replayed {
+			s.Close()
+			s = openTuned(t, dir, defaultTuning) // the log goes on in a new, empty segment
+		}
+		segs := s.segments()
+		seg := segs[len(segs)-1]
+		if replayed {
+			seg = segs[len(segs)-2]
+		}
+		f, err := os.OpenFile(seg.path, os.O_WRONLY, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := f.WriteAt([]byte("damage"), seg.size.Load()/2); err != nil {
+			t.Fatal(err)
+		}
+		f.Close()
+		if got, err := s.ListAudit(context.Background(), store.AuditQuery{Newest: true, Limit: 2}); err != nil || len(got) != 2 {
+			t.Fatalf("replayed %t: the two newest entries past a damaged middle: %d, %v", replayed, len(got), err)
+		}
+		if _, err := s.ListAudit(context.Background(), store.AuditQuery{After: seg.firstAudit}); !errors.Is(err, errCorrupt) {
+			t.Fatalf("replayed %t: listing the segment from its start = %v, want it to find the damage", replayed, err)
+		}
 	}
 }

@@ -39,7 +39,8 @@ type segment struct {
 	// or higher. A walk of the audit log starts at the last mark at or
 	// before its cursor, and newest first reads one stretch between marks
 	// at a time, so that it need not read the segment from its start.
-	// Segments found at open have none (the log goes on in a new one).
+	// Open marks the segments it replays as it reads them; those before
+	// the last checkpoint, which it does not read, have none.
 	marksMu sync.Mutex
 	marks   []mark
 }
@@ -308,16 +309,17 @@ func shortRead(err error) error {
 	return err
 }
 
-// frames calls fn with each frame of a segment's bytes b, and returns
-// where the whole frames end: a shorter or damaged frame ends them.
-func frames(b []byte, fn func(seq uint64, body []byte) error) (end int, err error) {
+// frames calls fn with the offset, seq and body of each frame of a
+// segment's bytes b, and returns where the whole frames end: a shorter or
+// damaged frame ends them.
+func frames(b []byte, fn func(off int, seq uint64, body []byte) error) (end int, err error) {
 	end = headerLen
 	for end < len(b) {
 		seq, body, n, ok := parseFrame(b[end:])
 		if !ok {
 			break
 		}
-		if err := fn(seq, body); err != nil {
+		if err := fn(end, seq, body); err != nil {
 			return end, err
 		}
 		end += n
@@ -350,15 +352,27 @@ func (s *Store) replay(segs []*segment, start uint64) (next uint64, err error) {
 			return 0, err
 		}
 		expect := seg.firstSeq
-		end, err := frames(b, func(seq uint64, body []byte) error {
+		// The segment's marks, as its writer would have made them.
+		nextAudit := seg.firstAudit
+		end, err := frames(b, func(off int, seq uint64, body []byte) error {
 			if seq != expect {
 				return fmt.Errorf("group %d where %d belongs: %w", seq, expect, errCorrupt)
 			}
 			expect++
-			if seq < start {
-				return nil
-			}
-			return eachRecord(body, s.restore)
+			seg.mark(int64(off), nextAudit, s.tune.markBytes)
+			return eachRecord(body, func(typ byte, p []byte) error {
+				if typ == recAudit {
+					id, err := auditID(p)
+					if err != nil {
+						return err
+					}
+					nextAudit = max(nextAudit, id+1)
+				}
+				if seq < start {
+					return nil // in the checkpoint already
+				}
+				return s.restore(typ, p)
+			})
 		})
 		if err != nil {
 			return 0, fmt.Errorf("segment %s: %w", filepath.Base(seg.path), err)

@@ -100,7 +100,7 @@ func lastSegment(t *testing.T, dir string) (path string, start, end int) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		end, _ = frames(b, func(uint64, []byte) error { return nil })
+		end, _ = frames(b, func(int, uint64, []byte) error { return nil })
 		for off := headerLen; off < end; {
 			_, _, n, _ := parseFrame(b[off:])
 			start, off = off, off+n

@@ -31,7 +31,7 @@ type segment struct {
 	// a commit never waits for an audit listing reading the file.
 	size atomic.Int64
 
-	// marks are starts of frames this process wrote to the segment, the
+	// marks are starts of frames of the segment, as it is written: the
 	// first frame at least tuning.markBytes past the last mark each time
 	// (so a stretch between marks is that much and at most one frame
 	// more), each with the next audit ID there:
@@ -51,8 +51,9 @@ type mark struct {
 	audit uint64
 }
 
-// mark notes the frame about to be written at off, if the last mark is
-// at least every bytes before it; nextAudit is the next audit ID there.
+// mark notes the frame at off (about to be written, or replayed), if the
+// last mark is at least every bytes before it; nextAudit is the next audit
+// ID there.
 func (seg *segment) mark(off int64, nextAudit uint64, every int64) {
 	seg.marksMu.Lock()
 	defer seg.marksMu.Unlock()

@@ -183,7 +183,7 @@ func (s *Store) scanAudit(ctx context.Context, from, end uint64, fn func(*store.
 		more := true
 		err := s.readSegment(seg, func(sf *segmentFile) error {
 			start := int64(headerLen)
-			for _, m := range seg.stretches(sf.size) {
+			for _, m := range sf.stretches() {
 				if m.audit <= from {
 					start = m.off // every entry before it is older than from
 				}
@@ -227,7 +227,7 @@ func (s *Store) scanAuditBackward(ctx context.Context, before, floor uint64, fn 
 		}
 		more := true
 		err := s.readSegment(seg, func(sf *segmentFile) (err error) {
-			more, err = s.segmentBackward(seg, sf, before, floor, fn)
+			more, err = s.segmentBackward(sf, before, floor, fn)
 			return err
 		})
 		if err != nil || !more {
@@ -245,8 +245,8 @@ func (s *Store) scanAuditBackward(ctx context.Context, before, floor uint64, fn 
 // It reads the segment's stretches between marks from the last, skipping
 // those that hold only newer entries, and stops before one that holds only
 // pruned ones.
-func (s *Store) segmentBackward(seg *segment, sf *segmentFile, before, floor uint64, fn func(*store.AuditEntry) bool) (bool, error) {
-	st := seg.stretches(sf.size)
+func (s *Store) segmentBackward(sf *segmentFile, before, floor uint64, fn func(*store.AuditEntry) bool) (bool, error) {
+	st := sf.stretches()
 	for i := len(st) - 1; i >= 0; i-- {
 		if st[i].audit >= before {
 			continue

@@ -231,8 +231,9 @@ func (seg *segment) read() ([]byte, error) {
 // segmentFile reads the frames of a segment through a buffer, so that a
 // reader holds one frame in memory, not the segment.
 type segmentFile struct {
-	f *os.File
-	r *bufio.Reader // reused by each frames
+	seg *segment
+	f   *os.File
+	r   *bufio.Reader // reused by each frames
 	// size is how many bytes of whole frames the segment held when opened:
 	// written, not all durable yet. A reader bounds what it lists by what
 	// it knows durable (an audit ID).
@@ -245,10 +246,14 @@ func (seg *segment) open() (*segmentFile, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &segmentFile{f: f, size: seg.size.Load()}, nil
+	return &segmentFile{seg: seg, f: f, size: seg.size.Load()}, nil
 }
 
 func (sf *segmentFile) Close() error { return sf.f.Close() }
+
+// stretches are the segment's stretches within what the file held when
+// opened.
+func (sf *segmentFile) stretches() []mark { return sf.seg.stretches(sf.size) }
 
 // frames calls fn with the offset and body of each frame from offset
 // from, which starts one, up to offset to, in order, until fn returns

@@ -219,6 +219,24 @@ func DecodeLockBorrowed(b []byte, l *store.Lock) error {
 	return d.done()
 }
 
+// DecodeAuditBorrowed decodes an audit entry into e in place, like
+// DecodeLockBorrowed: the log's replay reads every entry for its names.
+func DecodeAuditBorrowed(b []byte, e *store.AuditEntry) error {
+	d := decoder{s: unsafe.String(unsafe.SliceData(b), len(b))}
+	d.version()
+	d.audit(e)
+	return d.done()
+}
+
+func (d *decoder) audit(e *store.AuditEntry) {
+	e.ID = d.uvarint()
+	e.At = d.time()
+	e.Event = d.string()
+	d.lockFields(&e.Lock)
+	e.Actor = d.string()
+	e.Reason = d.string()
+}
+
 func DecodeSession(b []byte) (*store.Session, error) {
 	d := newDecoder(b)
 	s := &store.Session{
@@ -256,11 +274,6 @@ func DecodeLostBorrowed(b []byte, l *store.Lost) error {
 func DecodeAudit(b []byte) (*store.AuditEntry, error) {
 	d := newDecoder(b)
 	e := new(store.AuditEntry)
-	e.ID = d.uvarint()
-	e.At = d.time()
-	e.Event = d.string()
-	d.lockFields(&e.Lock)
-	e.Actor = d.string()
-	e.Reason = d.string()
+	d.audit(e)
 	return e, d.done()
 }

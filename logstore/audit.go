@@ -31,7 +31,7 @@ type auditReader struct {
 }
 
 func (r auditReader) Audit(q store.AuditQuery) ([]store.AuditEntry, error) {
-	return r.s.listAudit(context.Background(), q, r.s.auditBounds())
+	return r.s.listAudit(context.Background(), q, r.s.auditBounds(), false)
 }
 
 // auditTx serves Audit and PruneAudit from the log. The watermark it
@@ -51,7 +51,7 @@ func (t *auditTx) TouchSession(sess store.Session) error {
 }
 
 func (t *auditTx) Audit(q store.AuditQuery) ([]store.AuditEntry, error) {
-	return t.s.listAudit(context.Background(), q, t.s.auditBounds())
+	return t.s.listAudit(context.Background(), q, t.s.auditBounds(), false)
 }
 
 // PruneAudit prunes the oldest entries in ID order, on the ground that At
@@ -67,7 +67,7 @@ func (t *auditTx) PruneAudit(before time.Time, limit int) (int, error) {
 		return 0, nil
 	}
 	n := 0
-	err := t.s.scanAudit(context.Background(), from, t.s.auditEnd, func(e *store.AuditEntry) bool {
+	err := t.s.scanAudit(context.Background(), from, t.s.auditEnd, auditWalk{}, func(e *store.AuditEntry) bool {
 		if !e.At.Before(before) || (limit > 0 && n >= limit) {
 			t.s.auditHead = auditHead{from: e.ID, at: e.At}
 			return false
@@ -102,7 +102,7 @@ func (s *Store) ListAudit(ctx context.Context, q store.AuditQuery) ([]store.Audi
 	}); err != nil {
 		return nil, err
 	}
-	return s.listAudit(ctx, q, b)
+	return s.listAudit(ctx, q, b, true)
 }
 
 // auditBounds are the live audit IDs at one moment: above floor, up to
@@ -116,8 +116,10 @@ func (s *Store) auditBounds() auditBounds {
 
 // listAudit answers an audit query from the entries within b by walking
 // the log by ID from the cursor, forward or (Newest) backward, and
-// filtering like memdb does.
-func (s *Store) listAudit(ctx context.Context, q store.AuditQuery, b auditBounds) ([]store.AuditEntry, error) {
+// filtering like memdb does. It marks the segments it reads that have no
+// marks if mark is set: not in a transaction, whose lock the extra read
+// would hold.
+func (s *Store) listAudit(ctx context.Context, q store.AuditQuery, b auditBounds, mark bool) ([]store.AuditEntry, error) {
 	var out []store.AuditEntry
 	keep := func(e *store.AuditEntry) bool {
 		if memdb.AuditMatches(q, e) {
@@ -125,6 +127,7 @@ func (s *Store) listAudit(ctx context.Context, q store.AuditQuery, b auditBounds
 		}
 		return q.Limit <= 0 || len(out) < q.Limit
 	}
+	w := auditWalk{want: queryNames(q), mark: mark}
 	var err error
 	switch {
 	case q.Newest:
@@ -132,12 +135,12 @@ func (s *Store) listAudit(ctx context.Context, q store.AuditQuery, b auditBounds
 		if q.Before != 0 {
 			before = min(before, q.Before)
 		}
-		err = s.scanAuditBackward(ctx, before, b.floor, keep)
+		err = s.scanAuditBackward(ctx, before, b.floor, w, keep)
 	case max(q.After, b.floor) >= b.end:
 		// Nothing live after the cursor: a client following the log polls
 		// this way, and need not cost a read of a segment.
 	default:
-		err = s.scanAudit(ctx, max(q.After, b.floor)+1, b.end, keep)
+		err = s.scanAudit(ctx, max(q.After, b.floor)+1, b.end, w, keep)
 	}
 	if err != nil && !errors.Is(err, ctx.Err()) {
 		s.mu.Lock()
@@ -162,9 +165,17 @@ func (s *Store) segments() []*segment {
 	return slices.Clone(s.segs)
 }
 
+// auditWalk is how a walk reads the log: it skips the stretches that hold
+// no entry with the names want (none: it skips none), and marks the
+// segments it reads that have no marks if mark is set.
+type auditWalk struct {
+	want []name
+	mark bool
+}
+
 // scanAudit calls fn with each entry with an ID from from to end, in ID
 // order, until fn returns false.
-func (s *Store) scanAudit(ctx context.Context, from, end uint64, fn func(*store.AuditEntry) bool) error {
+func (s *Store) scanAudit(ctx context.Context, from, end uint64, w auditWalk, fn func(*store.AuditEntry) bool) error {
 	segs := s.segments()
 	// The last segment whose entries may reach from.
 	first := 0
@@ -181,30 +192,45 @@ func (s *Store) scanAudit(ctx context.Context, from, end uint64, fn func(*store.
 			return err
 		}
 		more := true
-		err := s.readSegment(seg, func(sf *segmentFile) error {
-			start := int64(headerLen)
-			for _, m := range sf.stretches() {
-				if m.audit <= from {
-					start = m.off // every entry before it is older than from
+		err := s.readSegment(seg, w.mark, func(sf *segmentFile) error {
+			st := sf.stretches()
+			for i, m := range st {
+				if i+1 < len(st) && st[i+1].audit <= from {
+					continue // every entry in it is older than from
+				}
+				if m.audit > end {
+					more = false // every entry from it on is past end
+					return nil
+				}
+				if !m.names.mayHold(w.want) {
+					continue
+				}
+				to := sf.size
+				if i+1 < len(st) {
+					to = st[i+1].off
+				}
+				err := sf.frames(m.off, to, func(_ int64, body []byte) (bool, error) {
+					return auditIn(body, func(id uint64, p []byte) (bool, error) {
+						if id < from {
+							return true, nil
+						}
+						if id > end {
+							more = false
+							return false, nil
+						}
+						e, err := s.decodeAudit(p)
+						if err != nil {
+							return false, err
+						}
+						more = fn(e)
+						return more, nil
+					})
+				})
+				if err != nil || !more {
+					return err
 				}
 			}
-			return sf.frames(start, sf.size, func(_ int64, body []byte) (bool, error) {
-				return auditIn(body, func(id uint64, p []byte) (bool, error) {
-					if id < from {
-						return true, nil
-					}
-					if id > end {
-						more = false
-						return false, nil
-					}
-					e, err := s.decodeAudit(p)
-					if err != nil {
-						return false, err
-					}
-					more = fn(e)
-					return more, nil
-				})
-			})
+			return nil
 		})
 		if err != nil || !more {
 			return err
@@ -215,7 +241,7 @@ func (s *Store) scanAudit(ctx context.Context, from, end uint64, fn func(*store.
 
 // scanAuditBackward calls fn with each entry above ID floor and below ID
 // before, newest first, until fn returns false.
-func (s *Store) scanAuditBackward(ctx context.Context, before, floor uint64, fn func(*store.AuditEntry) bool) error {
+func (s *Store) scanAuditBackward(ctx context.Context, before, floor uint64, w auditWalk, fn func(*store.AuditEntry) bool) error {
 	segs := s.segments()
 	for i := len(segs) - 1; i >= 0; i-- {
 		seg := segs[i]
@@ -226,8 +252,8 @@ func (s *Store) scanAuditBackward(ctx context.Context, before, floor uint64, fn 
 			return err
 		}
 		more := true
-		err := s.readSegment(seg, func(sf *segmentFile) (err error) {
-			more, err = s.segmentBackward(sf, before, floor, fn)
+		err := s.readSegment(seg, w.mark, func(sf *segmentFile) (err error) {
+			more, err = s.segmentBackward(sf, before, floor, w.want, fn)
 			return err
 		})
 		if err != nil || !more {
@@ -243,9 +269,9 @@ func (s *Store) scanAuditBackward(ctx context.Context, before, floor uint64, fn 
 // segmentBackward calls fn with the entries of one segment above ID floor
 // and below ID before, newest first, and reports whether fn wanted more.
 // It reads the segment's stretches between marks from the last, skipping
-// those that hold only newer entries, and stops before one that holds only
-// pruned ones.
-func (s *Store) segmentBackward(sf *segmentFile, before, floor uint64, fn func(*store.AuditEntry) bool) (bool, error) {
+// those that hold only newer entries or none with the names want, and
+// stops before one that holds only pruned ones.
+func (s *Store) segmentBackward(sf *segmentFile, before, floor uint64, want []name, fn func(*store.AuditEntry) bool) (bool, error) {
 	st := sf.stretches()
 	for i := len(st) - 1; i >= 0; i-- {
 		if st[i].audit >= before {
@@ -255,8 +281,10 @@ func (s *Store) segmentBackward(sf *segmentFile, before, floor uint64, fn func(*
 		if i+1 < len(st) {
 			to = st[i+1].off
 		}
-		if more, err := s.stretchBackward(sf, st[i].off, to, before, floor, fn); err != nil || !more {
-			return more, err
+		if st[i].names.mayHold(want) {
+			if more, err := s.stretchBackward(sf, st[i].off, to, before, floor, fn); err != nil || !more {
+				return more, err
+			}
 		}
 		if st[i].audit <= floor+1 {
 			return true, nil // the entries before it are pruned, if any
@@ -316,10 +344,11 @@ func (s *Store) stretchBackward(sf *segmentFile, from, to int64, before, floor u
 	return true, nil
 }
 
-// readSegment opens seg for fn to read. A segment a checkpoint dropped
-// since the caller listed it has no live entry left, and fn is not
-// called; a failure names the segment.
-func (s *Store) readSegment(seg *segment, fn func(*segmentFile) error) error {
+// readSegment opens seg for fn to read, and first marks it if it has no
+// marks and mark is set. A segment a checkpoint dropped since the caller
+// listed it has no live entry left, and fn is not called; a failure names
+// the segment.
+func (s *Store) readSegment(seg *segment, mark bool, fn func(*segmentFile) error) error {
 	sf, err := seg.open()
 	if errors.Is(err, fs.ErrNotExist) {
 		s.segMu.RLock()
@@ -329,13 +358,32 @@ func (s *Store) readSegment(seg *segment, fn func(*segmentFile) error) error {
 			return nil
 		}
 	}
+	if err == nil && mark && !seg.marked() {
+		err = s.markSegment(sf)
+	}
 	if err == nil {
 		err = fn(sf)
+	}
+	if sf != nil {
 		sf.Close()
 	}
 	if err != nil {
 		return fmt.Errorf("logstore: audit in %s: %w", filepath.Base(seg.path), err)
 	}
+	return nil
+}
+
+// markSegment reads the whole of a segment that has no marks (one before
+// the last checkpoint at open, which open does not read) to make them:
+// the walks that read it after read only the stretches they need.
+func (s *Store) markSegment(sf *segmentFile) error {
+	mk := newMarker(sf.seg, s.tune.markBytes)
+	if err := sf.frames(headerLen, sf.size, func(off int64, body []byte) (bool, error) {
+		return true, mk.frame(off, body)
+	}); err != nil {
+		return err
+	}
+	mk.install()
 	return nil
 }
 

@@ -255,7 +255,10 @@ func BenchmarkListAuditNewest(b *testing.B) {
 // were corrupt.
 func TestAuditWalkCutBackByAFailedWriteAnswersTheFailure(t *testing.T) {
 	t.Parallel()
-	s := openTuned(t, t.TempDir(), defaultTuning)
+	// One stretch, without marks to split it, that the walk reads whole.
+	tune := defaultTuning
+	tune.markBytes = 1 << 40
+	s := openTuned(t, t.TempDir(), tune)
 	appendGroups(t, s, 2, 1000) // more than the walk's 64 KiB buffer
 	var b auditBounds
 	if err := s.View(context.Background(), func(store.ReadTx) error { b = s.auditBounds(); return nil }); err != nil {
@@ -281,7 +284,7 @@ func TestAuditWalkCutBackByAFailedWriteAnswersTheFailure(t *testing.T) {
 	reading, release := holdWalk(s)
 	listed := make(chan error, 1)
 	go func() {
-		_, err := s.listAudit(context.Background(), store.AuditQuery{Key: "nowhere"}, b)
+		_, err := s.listAudit(context.Background(), store.AuditQuery{Key: "k"}, b, true)
 		listed <- err
 	}()
 	<-reading
@@ -299,8 +302,9 @@ func TestAuditWalkCutBackByAFailedWriteAnswersTheFailure(t *testing.T) {
 // Listings answer the same wherever the walk starts: from a mark or from
 // a segment's first frame, in segments written by this process or replayed
 // at open (marked) or before the last checkpoint (not), before and after a
-// prune and a checkpoint that drops segments. Each answer is checked
-// against the entries filtered by hand.
+// prune and a checkpoint that drops segments, filtered or not (a filter
+// skips stretches by their names). Each answer is checked against the
+// entries filtered by hand.
 func TestAuditListingsAgreeWithTheEntries(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
@@ -315,7 +319,10 @@ func TestAuditListingsAgreeWithTheEntries(t *testing.T) {
 			}
 			for range 1 + rng.IntN(12) {
 				e := store.AuditEntry{At: embeddedtest.AuditT0.Add(time.Duration(len(all)) * time.Second), Event: "acquired",
-					Lock: store.Lock{Key: fmt.Sprintf("k/%d", rng.IntN(5)), Session: fmt.Sprintf("s-%d", rng.IntN(3))}}
+					Lock: store.Lock{Key: fmt.Sprintf("k/%d", rng.IntN(5)), Session: fmt.Sprintf("s-%d", rng.IntN(3)), User: fmt.Sprintf("u-%d", rng.IntN(3))}}
+				if rng.IntN(3) == 0 {
+					e.Lock.Key += "/x"
+				}
 				id, err := tx.AppendAudit(e)
 				if err != nil {
 					return err
@@ -332,11 +339,19 @@ func TestAuditListingsAgreeWithTheEntries(t *testing.T) {
 	check := func(when string, floor uint64) {
 		t.Helper()
 		// Every entry both ways, then random pages.
-		queries := []store.AuditQuery{{}, {Newest: true}, {Key: "k/1"}, {Newest: true, Key: "k/1"}}
+		queries := []store.AuditQuery{{}, {Newest: true}, {Key: "k/1"}, {Newest: true, Key: "k/1"}, {Key: "k"}, {Newest: true, Key: "k/2/x"}}
 		for range 300 {
 			q := store.AuditQuery{Newest: rng.IntN(2) == 0, Limit: rng.IntN(8)}
-			if rng.IntN(2) == 0 {
+			switch rng.IntN(4) {
+			case 0:
 				q.Key = fmt.Sprintf("k/%d", rng.IntN(6))
+			case 1:
+				q.Key = fmt.Sprintf("k/%d/x", rng.IntN(6))
+			case 2:
+				q.Session = fmt.Sprintf("s-%d", rng.IntN(4))
+			}
+			if rng.IntN(3) == 0 {
+				q.User = fmt.Sprintf("u-%d", rng.IntN(4))
 			}
 			cursor := uint64(rng.IntN(len(all) + 2))
 			if q.Newest {
@@ -427,5 +442,126 @@ func TestAuditListingNewestReadsTheEndOnly(t *testing.T) {
 		if _, err := s.ListAudit(context.Background(), store.AuditQuery{After: seg.firstAudit}); !errors.Is(err, errCorrupt) {
 			t.Fatalf("replayed %t: listing the segment from its start = %v, want it to find the damage", replayed, err)
 		}
+	}
+}
+
+// A listing filtered by key, session or user reads the stretches whose
+// names may match only: the console's page of a lock seldom taken lists
+// its latest entries without reading the whole log. So in segments
+// written by this process, replayed at open, and before the last
+// checkpoint (marked by the first listing that reads them).
+func TestAuditListingFilteredSkipsStretches(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	tune := defaultTuning
+	tune.segmentBytes = 512 << 10
+	s := openTuned(t, dir, tune)
+	const groups, perGroup = 200, 100
+	for i := range groups {
+		err := s.Update(context.Background(), func(tx store.Tx) error {
+			for j := range perGroup {
+				n := i*perGroup + j
+				l := store.Lock{Key: fmt.Sprintf("hot/%d", n%50), Session: fmt.Sprintf("s-%d", n%50), User: fmt.Sprintf("u-%d", n%50)}
+				if n == groups*perGroup/2 {
+					l = store.Lock{Key: "cold/x", Session: "cold-s", User: "cold-u"}
+				}
+				if _, err := tx.AppendAudit(store.AuditEntry{At: embeddedtest.AuditT0, Event: "acquired", Lock: l, Reason: strings.Repeat("r", 64)}); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	check := func(when string) {
+		t.Helper()
+		var decoded atomic.Int64
+		s.decodeAudit = func(p []byte) (*store.AuditEntry, error) {
+			decoded.Add(1)
+			return codec.DecodeAudit(p)
+		}
+		for _, q := range []store.AuditQuery{{Key: "cold"}, {Key: "cold/x"}, {Session: "cold-s"}, {User: "cold-u"}, {Key: "cold", User: "cold-u"}} {
+			for _, newest := range []bool{false, true} {
+				q.Newest, q.Limit = newest, 100
+				decoded.Store(0)
+				got, err := s.ListAudit(context.Background(), q)
+				if err != nil {
+					t.Fatalf("%s: ListAudit(%+v): %v", when, q, err)
+				}
+				if len(got) != 1 || got[0].Lock.Key != "cold/x" {
+					t.Fatalf("%s: ListAudit(%+v) = %d entries, want the one of cold/x", when, q, len(got))
+				}
+				if n := decoded.Load(); n > groups*perGroup/10 {
+					t.Errorf("%s: ListAudit(%+v) decoded %d of %d entries, want the few in the stretches that may match", when, q, n, groups*perGroup)
+				}
+			}
+		}
+	}
+	if len(s.segments()) < 4 {
+		t.Fatalf("%d segments, want several", len(s.segments()))
+	}
+	check("written")
+	s.Close()
+	s = openTuned(t, dir, tune)
+	check("replayed")
+	if err := s.checkpoint(nil); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	s = openTuned(t, dir, tune)
+	if s.segments()[0].marked() {
+		t.Fatal("a segment before the checkpoint is marked at open, want it read by the first listing")
+	}
+	check("before the checkpoint")
+}
+
+// BenchmarkListAuditColdKey lists the latest entries of a key locked once,
+// early in a log of about 10 MB of other keys' entries, newest first, as
+// the console's page of that lock does: a walk that cannot skip reads it
+// all.
+func BenchmarkListAuditColdKey(b *testing.B) {
+	tune := defaultTuning
+	tune.checkpointBytes = 1 << 62
+	s, err := open(b.TempDir(), Config{Now: func() time.Time { return embeddedtest.AuditT0 }, Logger: quietLog}, tune)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	if err := s.Update(context.Background(), func(tx store.Tx) error {
+		_, err := tx.AppendAudit(store.AuditEntry{At: embeddedtest.AuditT0, Event: "acquired", Lock: store.Lock{Key: "cold", Session: "s"}})
+		return err
+	}); err != nil {
+		b.Fatal(err)
+	}
+	appendGroups(b, s, 1000, 100)
+	b.ReportAllocs()
+	for b.Loop() {
+		e, err := s.ListAudit(context.Background(), store.AuditQuery{Key: "cold", Newest: true, Limit: 100})
+		if err != nil || len(e) != 1 {
+			b.Fatal(len(e), err)
+		}
+	}
+}
+
+// BenchmarkOpenAuditLog opens a log of 100,000 audit entries that no
+// checkpoint covers: replay reads each entry, and marks its segment.
+func BenchmarkOpenAuditLog(b *testing.B) {
+	dir := b.TempDir()
+	tune := defaultTuning
+	tune.checkpointBytes = 1 << 62
+	s, err := open(dir, Config{Now: func() time.Time { return embeddedtest.AuditT0 }, Logger: quietLog}, tune)
+	if err != nil {
+		b.Fatal(err)
+	}
+	appendGroups(b, s, 1000, 100)
+	s.Close()
+	for b.Loop() {
+		s, err := open(dir, Config{Now: func() time.Time { return embeddedtest.AuditT0 }, Logger: quietLog}, tune)
+		if err != nil {
+			b.Fatal(err)
+		}
+		s.Close()
 	}
 }

@@ -39,39 +39,60 @@ type segment struct {
 	// or higher. A walk of the audit log starts at the last mark at or
 	// before its cursor, and newest first reads one stretch between marks
 	// at a time, so that it need not read the segment from its start.
-	// Open marks the segments it replays as it reads them; those before
-	// the last checkpoint, which it does not read, have none.
+	// Each mark has the names of the entries of its stretch, so that a
+	// filtered listing can skip the stretch. Open marks the segments it
+	// replays as it reads them; those before the last checkpoint, which
+	// it does not read, are marked by the first walk that reads them
+	// (markSegment).
 	marksMu sync.Mutex
 	marks   []mark
 }
 
-// mark is a frame's offset in its segment, and the next audit ID there.
+// mark is a frame's offset in its segment, the next audit ID there, and
+// the names of the entries from there to the next mark.
 type mark struct {
 	off   int64
 	audit uint64
+	names *names
 }
 
 // mark notes the frame at off (about to be written, or replayed), if the
 // last mark is at least every bytes before it; nextAudit is the next audit
-// ID there.
-func (seg *segment) mark(off int64, nextAudit uint64, every int64) {
+// ID there, and held the names of the frame's entries.
+func (seg *segment) mark(off int64, nextAudit uint64, every int64, held []name) {
 	seg.marksMu.Lock()
 	defer seg.marksMu.Unlock()
-	if n := len(seg.marks); n == 0 || off-seg.marks[n-1].off >= every {
-		seg.marks = append(seg.marks, mark{off: off, audit: nextAudit})
+	seg.marks = appendMark(seg.marks, off, nextAudit, every, held)
+}
+
+// appendMark adds the frame at off to marks, as segment.mark does.
+func appendMark(marks []mark, off int64, nextAudit uint64, every int64, held []name) []mark {
+	if n := len(marks); n == 0 || off-marks[n-1].off >= every {
+		marks = append(marks, mark{off: off, audit: nextAudit, names: new(names)})
 	}
+	last := marks[len(marks)-1].names
+	for _, h := range held {
+		last.add(h)
+	}
+	return marks
 }
 
 // stretches splits the segment's first size bytes at its marks, in order:
 // each stretch is a run of whole frames from its mark, the first from the
-// segment's first frame (with audit 0 when unknown).
+// segment's first frame (with audit 0 and no names when unknown). The
+// last mark's stretch may still grow, and its names with it: they are
+// copied, with those of every frame written so far.
 func (seg *segment) stretches(size int64) []mark {
 	seg.marksMu.Lock()
 	defer seg.marksMu.Unlock()
 	out := []mark{{off: headerLen}}
-	for _, m := range seg.marks {
+	for i, m := range seg.marks {
 		if m.off >= size {
 			break
+		}
+		if i == len(seg.marks)-1 && m.names != nil {
+			held := *m.names
+			m.names = &held
 		}
 		if m.off == headerLen {
 			out[0] = m
@@ -80,6 +101,58 @@ func (seg *segment) stretches(size int64) []mark {
 		out = append(out, m)
 	}
 	return out
+}
+
+// marker makes the marks of a segment that has none from its frames, read
+// in order, as its writer made them: replay and markSegment read such
+// segments.
+type marker struct {
+	seg       *segment
+	marks     []mark
+	nextAudit uint64
+	every     int64
+	held      []name
+	entry     store.AuditEntry // decoded into, reused
+}
+
+func newMarker(seg *segment, every int64) *marker {
+	return &marker{seg: seg, nextAudit: seg.firstAudit, every: every}
+}
+
+// frame notes the frame at off, whose body is body.
+func (mk *marker) frame(off int64, body []byte) error {
+	at := mk.nextAudit
+	mk.held = mk.held[:0]
+	_, err := auditIn(body, func(id uint64, p []byte) (bool, error) {
+		mk.nextAudit = max(mk.nextAudit, id+1)
+		if err := codec.DecodeAuditBorrowed(p, &mk.entry); err != nil {
+			return false, err
+		}
+		mk.held = auditNames(mk.held, &mk.entry)
+		return true, nil
+	})
+	if err != nil {
+		return err
+	}
+	mk.marks = appendMark(mk.marks, off, at, mk.every, mk.held)
+	return nil
+}
+
+// install gives the segment the marks made, unless it has some already
+// (another walk marked it meanwhile).
+func (mk *marker) install() {
+	mk.seg.marksMu.Lock()
+	defer mk.seg.marksMu.Unlock()
+	if len(mk.seg.marks) == 0 {
+		mk.seg.marks = mk.marks
+	}
+}
+
+// marked reports whether the segment has its marks.
+func (seg *segment) marked() bool {
+	seg.marksMu.Lock()
+	defer seg.marksMu.Unlock()
+	return len(seg.marks) > 0
 }
 
 func newSegment(path string, firstSeq, firstAudit uint64, size int64) *segment {
@@ -358,31 +431,24 @@ func (s *Store) replay(segs []*segment, start uint64) (next uint64, err error) {
 			return 0, err
 		}
 		expect := seg.firstSeq
-		// The segment's marks, as its writer would have made them.
-		nextAudit := seg.firstAudit
+		mk := newMarker(seg, s.tune.markBytes)
 		end, err := frames(b, func(off int, seq uint64, body []byte) error {
 			if seq != expect {
 				return fmt.Errorf("group %d where %d belongs: %w", seq, expect, errCorrupt)
 			}
 			expect++
-			seg.mark(int64(off), nextAudit, s.tune.markBytes)
-			return eachRecord(body, func(typ byte, p []byte) error {
-				if typ == recAudit {
-					id, err := auditID(p)
-					if err != nil {
-						return err
-					}
-					nextAudit = max(nextAudit, id+1)
-				}
-				if seq < start {
-					return nil // in the checkpoint already
-				}
-				return s.restore(typ, p)
-			})
+			if err := mk.frame(int64(off), body); err != nil {
+				return err
+			}
+			if seq < start {
+				return nil // in the checkpoint already
+			}
+			return eachRecord(body, s.restore)
 		})
 		if err != nil {
 			return 0, fmt.Errorf("segment %s: %w", filepath.Base(seg.path), err)
 		}
+		mk.install()
 		if end < len(b) && i < len(segs)-1 {
 			return 0, fmt.Errorf("segment %s is damaged at byte %d: %w", filepath.Base(seg.path), end, errCorrupt)
 		}

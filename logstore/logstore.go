@@ -214,6 +214,8 @@ type group struct {
 	counters [memdb.NumCounters]uint64
 	// lastAudit is the highest audit ID in the group.
 	lastAudit uint64
+	// names are those of its audit entries, for its segment's marks.
+	names []name
 	// strict is set once the group holds a change that is not lazy: a
 	// group of lazy changes only is written but not synced (enqueue).
 	strict bool
@@ -446,6 +448,7 @@ func (s *Store) enqueue(changes []memdb.Change, pruned uint64) *group {
 		case memdb.KindAudit:
 			g.lastAudit = max(g.lastAudit, c.Audit.ID)
 			s.auditEnd = max(s.auditEnd, c.Audit.ID)
+			g.names = auditNames(g.names, c.Audit)
 		}
 		buf, err := appendChange(g.buf, c)
 		if err != nil {
@@ -755,7 +758,7 @@ func (s *Store) write(g *group) error {
 		}
 		seg, size = next, next.size.Load()
 	}
-	seg.mark(size, s.lastAudit+1, s.tune.markBytes)
+	seg.mark(size, s.lastAudit+1, s.tune.markBytes, g.names)
 	if err := s.writeFrame(s.active, size, g.buf); err != nil {
 		return err
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -258,8 +259,8 @@ func PruneAuditOnDisk(t *testing.T, open Open) {
 }
 
 // AuditListingHoldsUpNoCommit checks that while the Manager lists the
-// audit log, reading into it for a filter that matches nothing (newest
-// first, as the console's page of a lock does, and oldest first), locks
+// audit log, reading into it for the entries of keys under a prefix
+// (newest first, as the console's page of a lock does, and oldest first), locks
 // are acquired and released: a listing that held the store's lock while
 // it read a long log would hold up every lock operation until it ended.
 // duringWalk makes every later audit entry a walk of the log reads call
@@ -296,9 +297,14 @@ func AuditListingHoldsUpNoCommit(t *testing.T, open Open, duringWalk func(s stor
 		})
 		listed := make(chan error, 1)
 		go func() {
-			page, err := m.Audit(ctx, holdfast.AuditQuery{Key: "nowhere", Newest: newest})
-			if err == nil && len(page.Entries) > 0 {
-				err = fmt.Errorf("listed %d entries for a key never locked", len(page.Entries))
+			page, err := m.Audit(ctx, holdfast.AuditQuery{Key: "before", Newest: newest})
+			if err == nil && len(page.Entries) == 0 {
+				err = errors.New("listed no entry under before/")
+			}
+			for _, e := range page.Entries {
+				if err == nil && !strings.HasPrefix(e.Lock.Key, "before/") {
+					err = fmt.Errorf("listed an entry of %s for the keys under before/", e.Lock.Key)
+				}
 			}
 			listed <- err
 		}()

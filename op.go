@@ -207,10 +207,17 @@ func (o *readOp) deadReason(l store.Lock) (LostReason, error) {
 	if err != nil {
 		return "", err
 	}
+	return o.sessionDead(s, ok), nil
+}
+
+// sessionDead says why the locks of a session no longer count as held
+// ("" if they do), as deadReason does for a lock not expired itself; ok
+// says whether the session exists.
+func (o *readOp) sessionDead(s store.Session, ok bool) LostReason {
 	if ok && (s.Ended() || o.idle(s)) {
-		return LostSessionExpired, nil
+		return LostSessionExpired
 	}
-	return "", nil
+	return ""
 }
 
 // resolve maps key through aggregates: while some ancestor-or-self of key

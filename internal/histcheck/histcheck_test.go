@@ -34,8 +34,15 @@ const longTTL = 24 * time.Hour
 // of it.
 func serve(t testing.TB, st store.Store) holdfast.Service {
 	t.Helper()
+	return serveConfig(t, st, holdfast.Config{})
+}
+
+// serveConfig is serve with a Manager configured by cfg.
+func serveConfig(t testing.TB, st store.Store, cfg holdfast.Config) holdfast.Service {
+	t.Helper()
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	mgr, err := holdfast.New(st, holdfast.Config{Logger: quiet})
+	cfg.Logger = quiet
+	mgr, err := holdfast.New(st, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -131,8 +131,9 @@ type Store struct {
 	// nextSeq numbers the next group made.
 	nextSeq uint64
 	// spare is the buffer of the last group written, for the next group
-	// to fill.
-	spare []byte
+	// to fill, and spareNames its names' buffer.
+	spare      []byte
+	spareNames []name
 	// big remembers the last group written larger than maxSpare (see
 	// keepSpare).
 	big keep.Window
@@ -358,9 +359,9 @@ func (s *Store) recover() error {
 
 // newGroup returns an empty group; the caller holds mu (or is Open).
 func (s *Store) newGroup() *group {
-	g := &group{seq: s.nextSeq, buf: newFrame(s.spare), durable: make(chan struct{})}
+	g := &group{seq: s.nextSeq, buf: newFrame(s.spare), names: s.spareNames[:0], durable: make(chan struct{})}
 	s.nextSeq++
-	s.spare = nil
+	s.spare, s.spareNames = nil, nil
 	return g
 }
 
@@ -609,6 +610,10 @@ func (s *Store) commitFilling(i int, touches bool) bool {
 	}
 	s.keepSpare(g.buf)
 	g.buf = nil
+	if cap(g.names) <= maxSpareNames {
+		s.spareNames = g.names
+	}
+	g.names = nil
 	s.mu.Unlock()
 	s.maybeCheckpoint()
 	if !syncNow {
@@ -711,6 +716,10 @@ func cutBack(f *os.File, end int64) {
 // large keep coming (acquires of a hundred keys each, many to a group), it
 // is kept all the same (package keep).
 const maxSpare = 1 << 20
+
+// maxSpareNames bounds the names' buffer kept, as maxSpare does the
+// group's: a group of many-key acquires names thousands of keys.
+const maxSpareNames = 4096
 
 // keepSpare keeps buf, a written group's, for the next group if it is
 // not too big to keep; the caller holds mu.

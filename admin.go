@@ -86,8 +86,16 @@ func (m *Manager) Audit(ctx context.Context, q AuditQuery) (*AuditPage, error) {
 			return nil, invalid("after", "after is not a cursor this server returned")
 		}
 	}
+	// The key is a point in the key hierarchy, as a listing's prefix is:
+	// one that is no key would match nothing, silently.
+	key := strings.TrimSuffix(q.Key, "/")
+	if q.Key != "" {
+		if err := ValidateKey(key); err != nil {
+			return nil, invalid("key", "key: %v", err)
+		}
+	}
 	sq := store.AuditQuery{
-		Key: q.Key, Session: q.Session, User: q.User, Event: string(q.Event),
+		Key: key, Session: q.Session, User: q.User, Event: string(q.Event),
 		Since: q.Since, After: after, Limit: limit + 1,
 	}
 	if q.Newest {

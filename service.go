@@ -209,6 +209,8 @@ type AuditEntry struct {
 // AuditQuery selects entries for GET /v1/admin/audit: oldest first, or
 // newest first with Newest. After is the Next cursor of the previous page.
 type AuditQuery struct {
+	// Key selects the entries of a key and of the keys under it; a
+	// trailing "/" is ignored, and one that is not a key is invalid.
 	Key     string
 	Session string
 	User    string

@@ -378,6 +378,13 @@ func TestForceReleaseAndAudit(t *testing.T) {
 	if fr := entries[1].(map[string]any); fr["actor"] != "alice" || fr["reason"] != "Bob is on leave" {
 		t.Errorf("force_released entry = %v", fr)
 	}
+	// key= follows the key hierarchy, like a listing's prefix=.
+	for _, key := range []string{"policy", "policy/"} {
+		if under := list(t, h.get("/v1/admin/audit?key="+key, 200), "entries"); len(under) != len(entries) {
+			t.Errorf("key=%s: %d entries, want the %d of policy/1", key, len(under), len(entries))
+		}
+	}
+	wantError(t, h.call("GET", "/v1/admin/audit?key=policy//1", adminToken, nil), 400, "invalid", "key")
 	page := h.get("/v1/admin/audit?limit=1", 200)
 	if n, _ := page["next"].(string); n == "" {
 		t.Fatalf("next = %v with more entries to come", page["next"])

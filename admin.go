@@ -94,6 +94,9 @@ func (m *Manager) Audit(ctx context.Context, q AuditQuery) (*AuditPage, error) {
 			return nil, invalid("key", "key: %v", err)
 		}
 	}
+	if q.Event != "" && !q.Event.Known() {
+		return nil, invalid("event", "event: no such event as %q", q.Event)
+	}
 	sq := store.AuditQuery{
 		Key: key, Session: q.Session, User: q.User, Event: string(q.Event),
 		Since: q.Since, After: after, Limit: limit + 1,

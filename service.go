@@ -196,6 +196,15 @@ const (
 	EventTakenOver      Event = "taken_over"
 )
 
+// Known reports whether e is one of the events above.
+func (e Event) Known() bool {
+	switch e {
+	case EventAcquired, EventReleased, EventRenewed, EventExpired, EventSessionExpired, EventForceReleased, EventTakenOver:
+		return true
+	}
+	return false
+}
+
 // AuditEntry is one event of the audit log.
 type AuditEntry struct {
 	ID     uint64 `json:"id"`

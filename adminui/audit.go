@@ -135,7 +135,7 @@ func (c *Console) auditPage(w http.ResponseWriter, r *http.Request) {
 			err = fmt.Errorf("key %q: %w", f.Key, kerr)
 		}
 	}
-	if err == nil && f.Event != "" && !knownEvent(f.Event) {
+	if err == nil && f.Event != "" && !holdfast.Event(f.Event).Known() {
 		err = fmt.Errorf("unknown event %q", f.Event)
 	}
 	if err != nil {
@@ -179,15 +179,6 @@ func (c *Console) parseSince(s string) (since time.Time, custom bool, err error)
 		}
 	}
 	return time.Time{}, false, fmt.Errorf("since %q: want a time such as 2026-11-30T10:47", s)
-}
-
-func knownEvent(e string) bool {
-	for _, k := range auditEvents {
-		if string(k) == e {
-			return true
-		}
-	}
-	return false
 }
 
 func queryEscape(s string) string { return url.QueryEscape(s) }

@@ -385,6 +385,10 @@ func TestForceReleaseAndAudit(t *testing.T) {
 		}
 	}
 	wantError(t, h.call("GET", "/v1/admin/audit?key=policy//1", adminToken, nil), 400, "invalid", "key")
+	wantError(t, h.call("GET", "/v1/admin/audit?event=bogus", adminToken, nil), 400, "invalid", "event")
+	if forced := list(t, h.get("/v1/admin/audit?event=force_released", 200), "entries"); len(forced) != 1 {
+		t.Errorf("event=force_released: %v, want the one entry", forced)
+	}
 	page := h.get("/v1/admin/audit?limit=1", 200)
 	if n, _ := page["next"].(string); n == "" {
 		t.Fatalf("next = %v with more entries to come", page["next"])

@@ -199,13 +199,24 @@ func appendGroups(tb testing.TB, s *Store, groups, reasonBytes int) {
 	}
 }
 
+// oneSegment keeps the log of a test of up to 16 MiB in the segment made
+// at open. With 16 MiB segments, the next one is prepared in the
+// background from 1 MiB written, and the log goes on in it as soon as it
+// is ready: on a loaded machine, that was the last of the test's groups,
+// and the segment under test held a frame or two.
+var oneSegment = func() tuning {
+	t := defaultTuning
+	t.segmentBytes = 256 << 20
+	return t
+}()
+
 // A listing reads the log a frame at a time: an event stream opening (the
 // newest entry) or a page of entries costs a frame's memory, not the
 // segment's, however long the segment (up to 16 MiB), so that many
 // listings at once (event streams reconnecting after a restart) do not
 // each hold a segment.
 func TestAuditListingReadsAFrameAtATime(t *testing.T) {
-	s := openTuned(t, t.TempDir(), defaultTuning)
+	s := openTuned(t, t.TempDir(), oneSegment)
 	appendGroups(t, s, 100, 1000)
 	segs := s.segments()
 	last := segs[len(segs)-1]
@@ -417,16 +428,19 @@ func TestAuditListingNewestReadsTheEndOnly(t *testing.T) {
 	t.Parallel()
 	for _, replayed := range []bool{false, true} {
 		dir := t.TempDir()
-		s := openTuned(t, dir, defaultTuning)
+		s := openTuned(t, dir, oneSegment)
 		appendGroups(t, s, 40, 1000)
 		if replayed {
 			s.Close()
-			s = openTuned(t, dir, defaultTuning) // the log goes on in a new, empty segment
+			s = openTuned(t, dir, oneSegment) // the log goes on in a new, empty segment
 		}
 		segs := s.segments()
 		seg := segs[len(segs)-1]
 		if replayed {
 			seg = segs[len(segs)-2]
+		}
+		if n := len(seg.stretches(seg.size.Load())); n < 40 {
+			t.Fatalf("replayed %t: the segment under test is in %d stretches, want its 4 MB in many", replayed, n)
 		}
 		f, err := os.OpenFile(seg.path, os.O_WRONLY, 0)
 		if err != nil {

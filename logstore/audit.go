@@ -9,6 +9,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/holdfast/holdfast/internal/codec"
 	"github.com/holdfast/holdfast/internal/memdb"
 	"github.com/holdfast/holdfast/store"
 )
@@ -123,6 +124,7 @@ func (s *Store) listAudit(ctx context.Context, q store.AuditQuery, b auditBounds
 	var out []store.AuditEntry
 	keep := func(e *store.AuditEntry) bool {
 		if memdb.AuditMatches(q, e) {
+			codec.OwnAudit(e)
 			out = append(out, *e)
 		}
 		return q.Limit <= 0 || len(out) < q.Limit
@@ -174,9 +176,12 @@ type auditWalk struct {
 }
 
 // scanAudit calls fn with each entry with an ID from from to end, in ID
-// order, until fn returns false.
+// order, until fn returns false. The entry is decoded in place, its
+// strings in the walk's buffer: fn copies what it keeps (codec.OwnAudit),
+// so that the entries a filter refuses cost no allocation.
 func (s *Store) scanAudit(ctx context.Context, from, end uint64, w auditWalk, fn func(*store.AuditEntry) bool) error {
 	segs := s.segments()
+	var e store.AuditEntry
 	// The last segment whose entries may reach from.
 	first := 0
 	for i, seg := range segs {
@@ -218,11 +223,10 @@ func (s *Store) scanAudit(ctx context.Context, from, end uint64, w auditWalk, fn
 							more = false
 							return false, nil
 						}
-						e, err := s.decodeAudit(p)
-						if err != nil {
+						if err := s.decodeAudit(p, &e); err != nil {
 							return false, err
 						}
-						more = fn(e)
+						more = fn(&e)
 						return more, nil
 					})
 				})
@@ -240,7 +244,8 @@ func (s *Store) scanAudit(ctx context.Context, from, end uint64, w auditWalk, fn
 }
 
 // scanAuditBackward calls fn with each entry above ID floor and below ID
-// before, newest first, until fn returns false.
+// before, newest first, until fn returns false; fn copies what it keeps,
+// as for scanAudit.
 func (s *Store) scanAuditBackward(ctx context.Context, before, floor uint64, w auditWalk, fn func(*store.AuditEntry) bool) error {
 	segs := s.segments()
 	for i := len(segs) - 1; i >= 0; i-- {
@@ -300,7 +305,7 @@ func (s *Store) segmentBackward(sf *segmentFile, before, floor uint64, want []na
 // newest.
 func (s *Store) stretchBackward(sf *segmentFile, from, to int64, before, floor uint64, fn func(*store.AuditEntry) bool) (bool, error) {
 	wanted := func(id uint64) bool { return id > floor && id < before }
-	var offs []int64
+	offs := sf.offs[:0]
 	err := sf.frames(from, to, func(off int64, body []byte) (bool, error) {
 		held, past := false, false
 		_, err := auditIn(body, func(id uint64, _ []byte) (bool, error) {
@@ -313,10 +318,12 @@ func (s *Store) stretchBackward(sf *segmentFile, from, to int64, before, floor u
 		}
 		return !past, err
 	})
+	sf.offs = offs
 	if err != nil {
 		return false, err
 	}
-	var found [][]byte
+	found, e := sf.found, &sf.entry
+	defer func() { sf.found = found[:0] }()
 	for j := len(offs) - 1; j >= 0; j-- {
 		body, err := sf.frameAt(offs[j])
 		if err != nil {
@@ -332,8 +339,7 @@ func (s *Store) stretchBackward(sf *segmentFile, from, to int64, before, floor u
 			return false, err
 		}
 		for k := len(found) - 1; k >= 0; k-- {
-			e, err := s.decodeAudit(found[k])
-			if err != nil {
+			if err := s.decodeAudit(found[k], e); err != nil {
 				return false, err
 			}
 			if !fn(e) {

@@ -312,6 +312,15 @@ type segmentFile struct {
 	// it knows durable (an audit ID).
 	size int64
 	buf  []byte
+	// section and at are the readers of frames and frameAt, kept so that
+	// reading a frame allocates nothing.
+	section, at io.SectionReader
+	// A walk newest first (stretchBackward) keeps these from one stretch
+	// to the next: the offsets of the frames it reads again, the entries
+	// of one of them, and the entry it decodes in place.
+	offs  []int64
+	found [][]byte
+	entry store.AuditEntry
 }
 
 func (seg *segment) open() (*segmentFile, error) {
@@ -333,11 +342,11 @@ func (sf *segmentFile) stretches() []mark { return sf.seg.stretches(sf.size) }
 // false or fails. body is valid only during the call. Bytes before to that
 // are not whole frames are errCorrupt.
 func (sf *segmentFile) frames(from, to int64, fn func(off int64, body []byte) (bool, error)) error {
-	section := io.NewSectionReader(sf.f, from, to-from)
+	sf.section = *io.NewSectionReader(sf.f, from, to-from)
 	if sf.r == nil {
-		sf.r = bufio.NewReaderSize(section, 64<<10)
+		sf.r = bufio.NewReaderSize(&sf.section, 64<<10)
 	} else {
-		sf.r.Reset(section)
+		sf.r.Reset(&sf.section)
 	}
 	for off := from; off < to; {
 		body, n, err := sf.readFrame(sf.r, to-off)
@@ -354,7 +363,8 @@ func (sf *segmentFile) frames(from, to int64, fn func(off int64, body []byte) (b
 
 // frameAt returns the body of the frame at off, valid until the next read.
 func (sf *segmentFile) frameAt(off int64) ([]byte, error) {
-	body, _, err := sf.readFrame(io.NewSectionReader(sf.f, off, sf.size-off), sf.size-off)
+	sf.at = *io.NewSectionReader(sf.f, off, sf.size-off)
+	body, _, err := sf.readFrame(&sf.at, sf.size-off)
 	return body, err
 }
 

@@ -116,9 +116,9 @@ type Store struct {
 	// syncFile makes it durable; tests make them fail.
 	writeFrame func(f *os.File, off int64, frame []byte) error
 	syncFile   func(f *os.File) error
-	// decodeAudit decodes each audit entry a walk of the log reads; tests
-	// hold a walk there.
-	decodeAudit func(p []byte) (*store.AuditEntry, error)
+	// decodeAudit decodes each audit entry a walk of the log reads, in
+	// place; tests hold a walk there.
+	decodeAudit func(p []byte, e *store.AuditEntry) error
 	// watch times each syncer's writes with their syncs (Config.Timeout).
 	watch *diskwatch.Watch
 
@@ -275,7 +275,7 @@ func open(dir string, cfg Config, tune tuning) (*Store, error) {
 			return err
 		},
 		syncFile:    fdatasync,
-		decodeAudit: codec.DecodeAudit,
+		decodeAudit: codec.DecodeAuditBorrowed,
 		syncFiles:   make([]*os.File, tune.syncers),
 		wake:        make(chan struct{}, 1),
 		quit:        make(chan struct{}),

@@ -228,6 +228,25 @@ func DecodeAuditBorrowed(b []byte, e *store.AuditEntry) error {
 	return d.done()
 }
 
+// OwnAudit gives e, decoded in place by DecodeAuditBorrowed, strings of
+// its own, in one allocation: a walk of the log decodes each entry in
+// place and copies only those it keeps.
+func OwnAudit(e *store.AuditEntry) {
+	fields := [...]*string{&e.Event, &e.Lock.Key, &e.Lock.Session, &e.Lock.User, &e.Lock.Name, &e.Lock.Note, &e.Actor, &e.Reason}
+	n := 0
+	for _, f := range fields {
+		n += len(*f)
+	}
+	buf := make([]byte, 0, n)
+	for _, f := range fields {
+		buf = append(buf, *f...)
+	}
+	all := unsafe.String(unsafe.SliceData(buf), n)
+	for _, f := range fields {
+		*f, all = all[:len(*f)], all[len(*f):]
+	}
+}
+
 func (d *decoder) audit(e *store.AuditEntry) {
 	e.ID = d.uvarint()
 	e.At = d.time()

@@ -199,6 +199,40 @@ func appendGroups(tb testing.TB, s *Store, groups, reasonBytes int) {
 	}
 }
 
+// appendEntry commits e alone.
+func appendEntry(tb testing.TB, s *Store, e store.AuditEntry) {
+	tb.Helper()
+	if err := s.Update(context.Background(), func(tx store.Tx) error {
+		_, err := tx.AppendAudit(e)
+		return err
+	}); err != nil {
+		tb.Fatal(err)
+	}
+}
+
+// openBench opens a store for a benchmark, its clock at AuditT0, and
+// closes it when the benchmark ends.
+func openBench(b *testing.B, tune tuning) *Store {
+	b.Helper()
+	s, err := open(b.TempDir(), Config{Now: func() time.Time { return embeddedtest.AuditT0 }, Logger: quietLog}, tune)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { s.Close() })
+	return s
+}
+
+// benchListing times ListAudit(q), which must answer want entries.
+func benchListing(b *testing.B, s *Store, q store.AuditQuery, want int) {
+	b.ReportAllocs()
+	for b.Loop() {
+		e, err := s.ListAudit(context.Background(), q)
+		if err != nil || len(e) != want {
+			b.Fatalf("ListAudit(%+v) = %d entries, %v; want %d", q, len(e), err, want)
+		}
+	}
+}
+
 // oneSegment keeps the log of a test of up to 16 MiB in the segment made
 // at open. With 16 MiB segments, the next one is prepared in the
 // background from 1 MiB written, and the log goes on in it as soon as it
@@ -245,19 +279,9 @@ func TestAuditListingReadsAFrameAtATime(t *testing.T) {
 func BenchmarkListAuditNewest(b *testing.B) {
 	tune := defaultTuning
 	tune.segmentBytes, tune.checkpointBytes = 64<<20, 1<<62
-	s, err := open(b.TempDir(), Config{Now: func() time.Time { return embeddedtest.AuditT0 }, Logger: quietLog}, tune)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer s.Close()
+	s := openBench(b, tune)
 	appendGroups(b, s, 1000, 100)
-	b.ReportAllocs()
-	for b.Loop() {
-		e, err := s.ListAudit(context.Background(), store.AuditQuery{Newest: true, Limit: 2})
-		if err != nil || len(e) != 2 {
-			b.Fatal(err)
-		}
-	}
+	benchListing(b, s, store.AuditQuery{Newest: true, Limit: 2}, 2)
 }
 
 // A write that fails while a listing walks the log cuts the log back under
@@ -538,25 +562,10 @@ func TestAuditListingFilteredSkipsStretches(t *testing.T) {
 func BenchmarkListAuditColdKey(b *testing.B) {
 	tune := defaultTuning
 	tune.checkpointBytes = 1 << 62
-	s, err := open(b.TempDir(), Config{Now: func() time.Time { return embeddedtest.AuditT0 }, Logger: quietLog}, tune)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer s.Close()
-	if err := s.Update(context.Background(), func(tx store.Tx) error {
-		_, err := tx.AppendAudit(store.AuditEntry{At: embeddedtest.AuditT0, Event: "acquired", Lock: store.Lock{Key: "cold", Session: "s"}})
-		return err
-	}); err != nil {
-		b.Fatal(err)
-	}
+	s := openBench(b, tune)
+	appendEntry(b, s, store.AuditEntry{At: embeddedtest.AuditT0, Event: "acquired", Lock: store.Lock{Key: "cold", Session: "s"}})
 	appendGroups(b, s, 1000, 100)
-	b.ReportAllocs()
-	for b.Loop() {
-		e, err := s.ListAudit(context.Background(), store.AuditQuery{Key: "cold", Newest: true, Limit: 100})
-		if err != nil || len(e) != 1 {
-			b.Fatal(len(e), err)
-		}
-	}
+	benchListing(b, s, store.AuditQuery{Key: "cold", Newest: true, Limit: 100}, 1)
 }
 
 // A walk decodes each entry in place and copies only those the listing
@@ -566,12 +575,7 @@ func TestAuditListingAllocatesForTheEntriesItKeeps(t *testing.T) {
 	// Not parallel: AllocsPerRun counts the allocations of the whole process.
 	s := openTuned(t, t.TempDir(), oneSegment)
 	appendGroups(t, s, 10, 100)
-	if err := s.Update(context.Background(), func(tx store.Tx) error {
-		_, err := tx.AppendAudit(store.AuditEntry{At: embeddedtest.AuditT0, Event: "force_released", Lock: store.Lock{Key: "k", Session: "s"}, Actor: "admin", Reason: "stuck"})
-		return err
-	}); err != nil {
-		t.Fatal(err)
-	}
+	appendEntry(t, s, store.AuditEntry{At: embeddedtest.AuditT0, Event: "force_released", Lock: store.Lock{Key: "k", Session: "s"}, Actor: "admin", Reason: "stuck"})
 	appendGroups(t, s, 10, 100)
 	for _, newest := range []bool{false, true} {
 		q := store.AuditQuery{Event: "force_released", Newest: newest, Limit: 100}
@@ -597,26 +601,11 @@ func TestAuditListingAllocatesForTheEntriesItKeeps(t *testing.T) {
 func BenchmarkListAuditEvent(b *testing.B) {
 	tune := oneSegment
 	tune.checkpointBytes = 1 << 62
-	s, err := open(b.TempDir(), Config{Now: func() time.Time { return embeddedtest.AuditT0 }, Logger: quietLog}, tune)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer s.Close()
+	s := openBench(b, tune)
 	appendGroups(b, s, 500, 100)
-	if err := s.Update(context.Background(), func(tx store.Tx) error {
-		_, err := tx.AppendAudit(store.AuditEntry{At: embeddedtest.AuditT0, Event: "force_released", Lock: store.Lock{Key: "k", Session: "s"}})
-		return err
-	}); err != nil {
-		b.Fatal(err)
-	}
+	appendEntry(b, s, store.AuditEntry{At: embeddedtest.AuditT0, Event: "force_released", Lock: store.Lock{Key: "k", Session: "s"}})
 	appendGroups(b, s, 500, 100)
-	b.ReportAllocs()
-	for b.Loop() {
-		e, err := s.ListAudit(context.Background(), store.AuditQuery{Event: "force_released", Newest: true, Limit: 100})
-		if err != nil || len(e) != 1 {
-			b.Fatal(len(e), err)
-		}
-	}
+	benchListing(b, s, store.AuditQuery{Event: "force_released", Newest: true, Limit: 100}, 1)
 }
 
 // BenchmarkOpenAuditLog opens a log of 100,000 audit entries that no

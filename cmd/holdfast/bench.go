@@ -29,8 +29,12 @@ handler (the transport ceiling) itself; each peer is skipped with a
 message unless its address is given; one given that cannot be reached
 or used (a Redis without AOF always) stops the run. docs/BENCHMARKS.md says how to start the peers.
 
-The cycle workload also times the disk under the temporary directory (a
-small write and fdatasync, 500 times). With --clients 1 the table ends
+The cycle workload also runs the trivial handler made durable by the
+simplest group commit (each acquire and release written to a log beside
+holdfast's store, one fdatasync per group, before the answer): what
+durability alone costs on this machine, without a lock behind it. And it
+times the disk under the temporary directory (a small write and
+fdatasync, 500 times). With --clients 1 the table ends
 with each holdfast acquire's p50 divided by that sync's p50 plus the
 ceiling's acquire p50.
 
@@ -73,7 +77,7 @@ func (c *benchCommand) Run(ctx context.Context, args []string) error {
 	fs.IntVar(&cfg.PostgresConns, "postgres-conns", 0, "connections of the lock-table peer (default: --clients)")
 	fs.StringVar(&cfg.Redis, "redis", "", "host:port of Redis started with --appendonly yes --appendfsync always")
 	fs.StringVar(&cfg.Etcd, "etcd", "", "host:port of an etcd member's client URL")
-	fs.BoolVar(&cfg.NoTrivial, "no-trivial", false, "skip the trivial-handler ceiling")
+	fs.BoolVar(&cfg.NoTrivial, "no-trivial", false, "skip the trivial handlers: the ceiling and its durable twin")
 	fs.DurationVar(&cfg.Coalesce, "coalesce", 200*time.Microsecond, "linger of the coalescing client")
 	fs.IntVar(&cfg.Sessions, "sessions", 10_000, "sessions of the heartbeat workload")
 	fs.DurationVar(&cfg.IdleTimeout, "idle-timeout", 5*time.Minute, "idle timeout of the heartbeat workload's sessions (0: none)")
@@ -82,11 +86,15 @@ func (c *benchCommand) Run(ctx context.Context, args []string) error {
 	fs.StringVar(&cfg.ServerLogLevel, "server-log-level", "warn", "--log-level of the holdfast servers the bench starts")
 	trivial := fs.Bool("serve-trivial", false, "serve only the trivial handler, on --listen (the bench starts it so)")
 	listen := fs.String("listen", "127.0.0.1:0", "address of --serve-trivial")
+	durable := fs.String("durable", "", "with --serve-trivial: make every acquire and release durable in a log in this directory before answering")
 	if _, _, err := parseArgs(fs, args); err != nil {
 		return err
 	}
 	if *trivial {
-		return serveTrivial(ctx, *listen, c.stderr)
+		return serveTrivial(ctx, *listen, *durable, c.stderr)
+	}
+	if *durable != "" {
+		return usagef("bench: --durable goes with --serve-trivial")
 	}
 	cfg.Workloads = strings.Split(*workloads, ",")
 	if err := checkBenchFlags(&cfg); err != nil {
@@ -142,14 +150,25 @@ func checkBenchFlags(cfg *bench.Config) error {
 	return nil
 }
 
-// serveTrivial serves the trivial handler until ctx ends.
-func serveTrivial(ctx context.Context, addr string, stderr io.Writer) error {
+// serveTrivial serves the trivial handler until ctx ends; durable when
+// dir is not empty, with its log there.
+func serveTrivial(ctx context.Context, addr, dir string, stderr io.Writer) error {
+	h, kind := bench.TrivialHandler(), "trivial handler"
+	if dir != "" {
+		var log io.Closer
+		var err error
+		if h, log, err = bench.DurableTrivialHandler(dir); err != nil {
+			return fmt.Errorf("bench: --durable: %w", err)
+		}
+		defer log.Close()
+		kind = "durable trivial handler, its log in " + dir
+	}
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(stderr, "holdfast bench: serving the trivial handler on http://%s\n", ln.Addr())
-	hs := &http.Server{Handler: bench.TrivialHandler(), ReadHeaderTimeout: 10 * time.Second}
+	fmt.Fprintf(stderr, "holdfast bench: serving the %s on http://%s\n", kind, ln.Addr())
+	hs := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
 	go func() {
 		<-ctx.Done()
 		hs.Close()

@@ -47,6 +47,7 @@ func TestBenchSmoke(t *testing.T) {
 		regexp.MustCompile(`(?m)^cycle +holdfast +\d+ +cycles/s`),
 		regexp.MustCompile(`(?m)^cycle +holdfast, coalesced into /v1/batch +\d+ +cycles/s`),
 		regexp.MustCompile(`(?m)^cycle +trivial HTTP handler \(ceiling\) +\d+ +cycles/s`),
+		regexp.MustCompile(`(?m)^cycle +trivial HTTP handler \+ group commit +\d+ +cycles/s`),
 		regexp.MustCompile(`(?m)^cycle +disk: write \+ fdatasync +\d+ +syncs/s`),
 		regexp.MustCompile(`(?m)^hot +holdfast +\d+ +attempts/s .* \d+ granted, \d+ refused, 0 overlaps`),
 		regexp.MustCompile(`(?m)^heartbeat +holdfast, one request each +\d+ +sessions/s`),
@@ -58,7 +59,13 @@ func TestBenchSmoke(t *testing.T) {
 		regexp.MustCompile(`(?m)^scale +holdfast, GET /v1/locks\?prefix= \(100 a page, 4 clients\) +\d+ +pages/s`),
 		regexp.MustCompile(`(?m)^scale +holdfast, acquire\+release during mass expiry +\d+ +cycles/s`),
 		regexp.MustCompile(`(?m)^  cycle +holdfast ÷ trivial HTTP handler \(ceiling\) = \d+\.\d\d×`),
+		regexp.MustCompile(`(?m)^  cycle +holdfast ÷ trivial HTTP handler \+ group commit = \d+\.\d\d×`),
 	)
+	// The durable trivial handler is the cycle's only: holdfast syncs no
+	// heartbeat, and the other workloads compare with the ceiling alone.
+	if regexp.MustCompile(`(?m)^(hot|heartbeat|aggregate) +trivial HTTP handler \+ group commit`).MatchString(out) {
+		t.Errorf("the durable trivial handler has a row outside the cycle:\n%s", out)
+	}
 	rows := map[string]string{"--postgres": "PostgreSQL lock table", "--redis": "Redis SET NX, AOF always", "--etcd": "etcd txn + lease"}
 	for _, flag := range joined {
 		if !regexp.MustCompile(`(?m)^cycle +` + regexp.QuoteMeta(rows[flag]) + ` +\d+ +cycles/s`).MatchString(out) {
@@ -162,6 +169,7 @@ func TestBenchRefusesFlagsThatCannotRun(t *testing.T) {
 		{"--rounds", "2"},
 		{"--server", "127.0.0.1:7070"},
 		{"--workloads", "cycle,nope"},
+		{"--durable", "/tmp"}, // without --serve-trivial
 	} {
 		var out, errOut bytes.Buffer
 		code := run(ctx, append([]string{"bench"}, args...), &out, &errOut)

@@ -51,7 +51,7 @@ type Config struct {
 	// PostgresConns bounds the lock-table peer\'s connections; default
 	// the number of clients.
 	PostgresConns int
-	NoTrivial     bool // skip the trivial-handler ceiling
+	NoTrivial     bool // skip the trivial handlers (the ceiling, and durable in the cycle)
 	// ServerLogLevel is the --log-level of the started holdfast servers;
 	// default warn.
 	ServerLogLevel string
@@ -184,8 +184,9 @@ type system struct {
 	server *process // nil when not known; CPU is then left blank
 	// holdfast marks holdfast's own rows, the numerators of the ratios.
 	holdfast bool
-	// ceiling marks the trivial handler, which grants everything.
-	ceiling bool
+	// ceiling marks the trivial handler; trivial marks it and the
+	// durable trivial handler, which both grant everything.
+	ceiling, trivial bool
 	// probe marks the disk probe's row, which locks nothing and is no
 	// system to compare holdfast with (probeDisk).
 	probe bool
@@ -276,6 +277,7 @@ type runner struct {
 	holdfastPG      *system // one request per operation, over PostgreSQL
 	holdfastPGBatch *system // coalescing client over the same server
 	trivial         *system
+	trivialDurable  *system // in the cycle only
 	peers           []*system
 	serverProc      *process // the started holdfast server, for scale
 	failed          int      // rows that ended in an error
@@ -342,7 +344,19 @@ func (r *runner) setUp(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		r.trivial = &system{name: "trivial HTTP handler (ceiling)", t: &httpTarget{c}, server: p, ceiling: true}
+		r.trivial = &system{name: "trivial HTTP handler (ceiling)", t: &httpTarget{c}, server: p, ceiling: true, trivial: true}
+		if slices.Contains(cfg.Workloads, "cycle") {
+			// Its log beside the started server's store, on the same disk.
+			p, err := r.start(ctx, "durable trivial handler", cfg.Executable, "bench", "--serve-trivial", "--durable", r.tmp)
+			if err != nil {
+				return err
+			}
+			c, err := newHTTPClient(p.url, cfg.Clients, 0)
+			if err != nil {
+				return err
+			}
+			r.trivialDurable = &system{name: durableTrivial, t: &httpTarget{c}, server: p, trivial: true}
+		}
 	}
 	return r.connectPeers(ctx)
 }
@@ -487,21 +501,31 @@ func (r *runner) disk() row {
 	return got
 }
 
-// lockSystems lists the systems that lock keys: holdfast on each store
-// (also coalesced when withBatched), the ceiling and the peers.
-func (r *runner) lockSystems(withBatched bool) []*system {
+// durableTrivial names the trivial handler made durable by the simplest
+// group commit (DurableTrivialHandler): its row is what making each
+// operation durable before answering costs on the machine, with no lock
+// behind it.
+const durableTrivial = "trivial HTTP handler + group commit"
+
+// lockSystems lists the systems that lock keys: holdfast on each store,
+// the ceiling and the peers; for the cycle also holdfast coalesced and the
+// durable trivial handler.
+func (r *runner) lockSystems(cycle bool) []*system {
 	out := []*system{r.holdfast}
-	if withBatched {
+	if cycle {
 		out = append(out, r.holdfastBatched)
 	}
 	if r.holdfastPG != nil {
 		out = append(out, r.holdfastPG)
-		if withBatched {
+		if cycle {
 			out = append(out, r.holdfastPGBatch)
 		}
 	}
 	if r.trivial != nil {
 		out = append(out, r.trivial)
+	}
+	if cycle && r.trivialDurable != nil {
+		out = append(out, r.trivialDurable)
 	}
 	return append(out, r.peers...)
 }
@@ -699,7 +723,7 @@ func (r *runner) hot(ctx context.Context, s *system) (row, error) {
 			return 1, nil
 		}
 		granted.Add(1)
-		if !holders[k].CompareAndSwap(0, int64(c)+1) && !s.ceiling {
+		if !holders[k].CompareAndSwap(0, int64(c)+1) && s.locks() {
 			violations.Add(1)
 		}
 		// Cleared before the release is sent: a grant to the next holder

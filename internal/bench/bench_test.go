@@ -167,7 +167,7 @@ func TestWorkloadKeysCarryTheSystemPrefix(t *testing.T) {
 		for round := range 2 {
 			r.round = round
 			rec := &keyRecorder{}
-			s := &system{name: "recorder", t: rec, prefix: keyPrefix, ceiling: true}
+			s := &system{name: "recorder", t: rec, prefix: keyPrefix, trivial: true}
 			if _, err := workload(context.Background(), s); err != nil {
 				t.Fatalf("%s: %v", name, err)
 			}
@@ -261,7 +261,7 @@ func TestLatencyAtOneClient(t *testing.T) {
 	t.Parallel()
 	holdfast := &system{name: "holdfast", holdfast: true}
 	batched := &system{name: "holdfast, coalesced into /v1/batch", holdfast: true}
-	ceiling := &system{name: "trivial HTTP handler (ceiling)", ceiling: true}
+	ceiling := &system{name: "trivial HTTP handler (ceiling)", ceiling: true, trivial: true}
 	disk := &system{name: "disk: write + fdatasync", probe: true}
 	rows := []row{
 		{workload: "cycle", system: holdfast, ops: 10, elapsed: time.Second, p50: 900 * time.Microsecond},
@@ -297,7 +297,7 @@ func TestLatencyAtOneClient(t *testing.T) {
 func TestRoundsPairRowsOfTheSameRound(t *testing.T) {
 	t.Parallel()
 	holdfast := &system{name: "holdfast", holdfast: true}
-	ceiling := &system{name: "trivial HTTP handler (ceiling)", ceiling: true}
+	ceiling := &system{name: "trivial HTTP handler (ceiling)", ceiling: true, trivial: true}
 	disk := &system{name: "disk: write + fdatasync", probe: true}
 	var rows []row
 	// The machine slows down over the rounds: paired by round, holdfast

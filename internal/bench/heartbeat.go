@@ -55,7 +55,7 @@ func (r *runner) heartbeats(ctx context.Context) ([]row, error) {
 			return nil, fmt.Errorf("%s: %w", s.name, err)
 		}
 		single.workload, single.system, single.mode = "heartbeat", s, "one request each"
-		if !s.ceiling {
+		if s.locks() {
 			single.note = note
 		}
 		rows = append(rows, single)
@@ -73,7 +73,7 @@ func (r *runner) heartbeats(ctx context.Context) ([]row, error) {
 			return nil, fmt.Errorf("%s: %w", s.name, err)
 		}
 		batched.workload, batched.system, batched.mode = "heartbeat", s, fmt.Sprintf("%d per /v1/batch", heartbeatBatch)
-		if !s.ceiling {
+		if s.locks() {
 			batched.note = note
 		}
 		rows = append(rows, batched)

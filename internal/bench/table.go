@@ -313,9 +313,9 @@ func printLatency(w io.Writer, rows []row) {
 	}
 }
 
-// locks reports whether the system really locks (the trivial handler
-// grants everything).
-func (s *system) locks() bool { return !s.ceiling }
+// locks reports whether the system really locks (the trivial handlers
+// grant everything).
+func (s *system) locks() bool { return !s.trivial }
 
 func fmtDuration(d time.Duration) string {
 	switch {

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"path/filepath"
 	"time"
 )
 
@@ -12,7 +13,23 @@ import (
 // the same shape, after reading and decoding each body as holdfast would,
 // but locks nothing and writes nothing. No lock server over the same HTTP
 // can beat it.
-func TrivialHandler() http.Handler {
+func TrivialHandler() http.Handler { return trivialHandler(nil) }
+
+// DurableTrivialHandler is the trivial handler made durable the simplest
+// way: before it answers an acquire, a release or a batch, it writes the
+// request's body to a log in dir and waits for the log's group commit
+// (groupLog). Heartbeats it answers at once, as holdfast syncs none. The
+// closer stops its log.
+func DurableTrivialHandler(dir string) (http.Handler, io.Closer, error) {
+	l, err := openGroupLog(filepath.Join(dir, "trivial.log"), groupLogSize)
+	if err != nil {
+		return nil, nil, err
+	}
+	return trivialHandler(l), l, nil
+}
+
+// trivialHandler is the trivial handler, durable when log is not nil.
+func trivialHandler(log *groupLog) http.Handler {
 	now := time.Now().UTC().Format("2006-01-02T15:04:05.000Z")
 	lock := `{"key":"order/1","requested_key":"order/1","mode":"exclusive","owner":{"session":"s","user":"u"},` +
 		`"acquired_at":"` + now + `","expires_at":"` + now + `","token":1}`
@@ -25,10 +42,22 @@ func TrivialHandler() http.Handler {
 		"end_session": `{"released":[]}`,
 	}
 	mux := http.NewServeMux()
+	// durable answers 503 if the body could not be made durable.
+	durable := func(w http.ResponseWriter, body []byte) bool {
+		if log == nil {
+			return true
+		}
+		if err := log.append(body); err != nil {
+			http.Error(w, `{"error":{"code":"unavailable","message":"the log failed"}}`, http.StatusServiceUnavailable)
+			return false
+		}
+		return true
+	}
 	single := func(op string) http.HandlerFunc {
 		return func(w http.ResponseWriter, r *http.Request) {
 			var req trivialRequest
-			if !decode(w, r, &req) {
+			body, ok := decode(w, r, &req)
+			if !ok || op != "heartbeat" && !durable(w, body) {
 				return
 			}
 			writeTrivial(w, answers[op])
@@ -44,7 +73,15 @@ func TrivialHandler() http.Handler {
 				Body trivialRequest `json:"body"`
 			} `json:"ops"`
 		}
-		if !decode(w, r, &req) {
+		body, ok := decode(w, r, &req)
+		if !ok {
+			return
+		}
+		heartbeats := len(req.Ops) > 0 // only: holdfast syncs none of them
+		for _, op := range req.Ops {
+			heartbeats = heartbeats && op.Op == "heartbeat"
+		}
+		if !heartbeats && !durable(w, body) {
 			return
 		}
 		out := []byte(`{"results":[`)
@@ -72,16 +109,16 @@ type trivialRequest struct {
 	TTL     float64         `json:"ttl_seconds"`
 }
 
-func decode(w http.ResponseWriter, r *http.Request, v any) bool {
+func decode(w http.ResponseWriter, r *http.Request, v any) ([]byte, bool) {
 	body, err := io.ReadAll(io.LimitReader(r.Body, 8<<20))
 	if err == nil {
 		err = json.Unmarshal(body, v)
 	}
 	if err != nil {
 		http.Error(w, `{"error":{"code":"invalid","message":"bad body"}}`, http.StatusBadRequest)
-		return false
+		return nil, false
 	}
-	return true
+	return body, true
 }
 
 func writeTrivial(w http.ResponseWriter, body string) {

@@ -87,14 +87,19 @@ func (c *benchCommand) Run(ctx context.Context, args []string) error {
 	trivial := fs.Bool("serve-trivial", false, "serve only the trivial handler, on --listen (the bench starts it so)")
 	listen := fs.String("listen", "127.0.0.1:0", "address of --serve-trivial")
 	durable := fs.String("durable", "", "with --serve-trivial: make every acquire and release durable in a log in this directory before answering")
+	wait := fs.Duration("wait", 0, "with --serve-trivial: answer every acquire and release after a group wait this long, writing nothing")
 	if _, _, err := parseArgs(fs, args); err != nil {
 		return err
 	}
-	if *trivial {
-		return serveTrivial(ctx, *listen, *durable, c.stderr)
-	}
-	if *durable != "" {
-		return usagef("bench: --durable goes with --serve-trivial")
+	switch {
+	case (*durable != "" || *wait != 0) && !*trivial:
+		return usagef("bench: --durable and --wait go with --serve-trivial")
+	case *durable != "" && *wait != 0:
+		return usagef("bench: --durable or --wait, not both: one writes and syncs, the other only waits")
+	case *wait < 0:
+		return usagef("bench: --wait must not be negative")
+	case *trivial:
+		return serveTrivial(ctx, *listen, *durable, *wait, c.stderr)
 	}
 	cfg.Workloads = strings.Split(*workloads, ",")
 	if err := checkBenchFlags(&cfg); err != nil {
@@ -151,10 +156,12 @@ func checkBenchFlags(cfg *bench.Config) error {
 }
 
 // serveTrivial serves the trivial handler until ctx ends; durable when
-// dir is not empty, with its log there.
-func serveTrivial(ctx context.Context, addr, dir string, stderr io.Writer) error {
+// dir is not empty, with its log there, or waiting for each group when
+// wait is not 0.
+func serveTrivial(ctx context.Context, addr, dir string, wait time.Duration, stderr io.Writer) error {
 	h, kind := bench.TrivialHandler(), "trivial handler"
-	if dir != "" {
+	switch {
+	case dir != "":
 		var log io.Closer
 		var err error
 		if h, log, err = bench.DurableTrivialHandler(dir); err != nil {
@@ -162,6 +169,11 @@ func serveTrivial(ctx context.Context, addr, dir string, stderr io.Writer) error
 		}
 		defer log.Close()
 		kind = "durable trivial handler, its log in " + dir
+	case wait != 0:
+		var log io.Closer
+		h, log = bench.WaitingTrivialHandler(wait)
+		defer log.Close()
+		kind = fmt.Sprintf("trivial handler waiting %s for each group", wait)
 	}
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {

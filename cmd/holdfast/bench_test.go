@@ -170,6 +170,9 @@ func TestBenchRefusesFlagsThatCannotRun(t *testing.T) {
 		{"--server", "127.0.0.1:7070"},
 		{"--workloads", "cycle,nope"},
 		{"--durable", "/tmp"}, // without --serve-trivial
+		{"--wait", "1ms"},     // likewise
+		{"--durable", "/tmp", "--serve-trivial", "--wait", "1ms"},
+		{"--wait", "-1ms", "--serve-trivial"},
 	} {
 		var out, errOut bytes.Buffer
 		code := run(ctx, append([]string{"bench"}, args...), &out, &errOut)

@@ -115,3 +115,28 @@ func TestGroupLogWritesRoundItsRegion(t *testing.T) {
 		t.Errorf("the log holds %q, want %q", got, want)
 	}
 }
+
+// The waiting trivial handler answers an acquire only after its group's
+// wait, and writes nothing anywhere.
+func TestWaitingTrivialHandlerWaitsForEachGroup(t *testing.T) {
+	t.Parallel()
+	const wait = 20 * time.Millisecond
+	h, closer := WaitingTrivialHandler(wait)
+	defer closer.Close()
+	hs := httptest.NewServer(h)
+	defer hs.Close()
+	c, err := newHTTPClient(hs.URL, 2, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tg := &httpTarget{c}
+	start := time.Now()
+	if ok, err := tg.acquire(context.Background(), "waiting", []string{"cycle/waiting"}); !ok || err != nil {
+		t.Fatalf("acquire = %v, %v; want granted", ok, err)
+	}
+	// time.Sleep waits at least as long as it is asked: a lower bound,
+	// which the machine's load cannot break.
+	if took := time.Since(start); took < wait {
+		t.Errorf("the acquire was answered after %v, before its group's wait of %v", took, wait)
+	}
+}

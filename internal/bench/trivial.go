@@ -28,6 +28,15 @@ func DurableTrivialHandler(dir string) (http.Handler, io.Closer, error) {
 	return trivialHandler(l), l, nil
 }
 
+// WaitingTrivialHandler is the durable trivial handler without its disk:
+// it answers each group of acquires and releases after wait, writing
+// nothing, as if the disk synced in that time at no cost in CPU. It
+// measures what waiting for a group commit alone costs a server.
+func WaitingTrivialHandler(wait time.Duration) (http.Handler, io.Closer) {
+	l := waitingGroupLog(wait)
+	return trivialHandler(l), l
+}
+
 // trivialHandler is the trivial handler, durable when log is not nil.
 func trivialHandler(log *groupLog) http.Handler {
 	now := time.Now().UTC().Format("2006-01-02T15:04:05.000Z")

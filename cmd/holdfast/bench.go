@@ -160,20 +160,20 @@ func checkBenchFlags(cfg *bench.Config) error {
 // wait is not 0.
 func serveTrivial(ctx context.Context, addr, dir string, wait time.Duration, stderr io.Writer) error {
 	h, kind := bench.TrivialHandler(), "trivial handler"
+	var log io.Closer // of the durable or waiting handler
 	switch {
 	case dir != "":
-		var log io.Closer
 		var err error
 		if h, log, err = bench.DurableTrivialHandler(dir); err != nil {
 			return fmt.Errorf("bench: --durable: %w", err)
 		}
-		defer log.Close()
 		kind = "durable trivial handler, its log in " + dir
 	case wait != 0:
-		var log io.Closer
 		h, log = bench.WaitingTrivialHandler(wait)
-		defer log.Close()
 		kind = fmt.Sprintf("trivial handler waiting %s for each group", wait)
+	}
+	if log != nil {
+		defer log.Close()
 	}
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {

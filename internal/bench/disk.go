@@ -25,12 +25,7 @@ func probeDisk(dir string, n int) (row, error) {
 	}
 	defer os.Remove(f.Name())
 	defer f.Close()
-	// Written and synced first, so that the timed writes change no size
-	// and allocate no blocks: fdatasync then flushes data alone.
-	if _, err := f.Write(make([]byte, n*diskBlock)); err != nil {
-		return row{}, err
-	}
-	if err := syncData(f); err != nil {
+	if err := writeRegion(f, int64(n*diskBlock)); err != nil {
 		return row{}, err
 	}
 	block := make([]byte, diskBlock)
@@ -51,4 +46,14 @@ func probeDisk(dir string, n int) (row, error) {
 	l.add(took)
 	return row{ops: int64(n), elapsed: elapsed, p50: l.percentile(50), p99: l.percentile(99), unit: "syncs/s",
 		note: fmt.Sprintf("%d writes of %d B in %s", n, diskBlock, dir)}, nil
+}
+
+// writeRegion writes size zero bytes to f and syncs them, so that writes
+// over them later change no size and allocate no blocks: fdatasync then
+// flushes data alone.
+func writeRegion(f *os.File, size int64) error {
+	if _, err := f.Write(make([]byte, size)); err != nil {
+		return err
+	}
+	return syncData(f)
 }

@@ -47,11 +47,7 @@ func openGroupLog(path string, size int64) (*groupLog, error) {
 	if err != nil {
 		return nil, err
 	}
-	if _, err := f.Write(make([]byte, size)); err != nil {
-		f.Close()
-		return nil, err
-	}
-	if err := f.Sync(); err != nil {
+	if err := writeRegion(f, size); err != nil {
 		f.Close()
 		return nil, err
 	}
@@ -118,25 +114,22 @@ func (l *groupLog) run() {
 				break fill
 			}
 		}
+		var err error
 		if l.f == nil {
 			time.Sleep(l.wait)
+		} else {
+			buf = buf[:0]
 			for _, w := range group {
-				w.done <- nil
+				buf = append(buf, w.body...)
 			}
-			clear(group)
-			continue
-		}
-		buf = buf[:0]
-		for _, w := range group {
-			buf = append(buf, w.body...)
-		}
-		if off+int64(len(buf)) > l.size {
-			off = 0
-		}
-		_, err := l.f.WriteAt(buf, off)
-		off += int64(len(buf))
-		if err == nil {
-			err = syncData(l.f)
+			if off+int64(len(buf)) > l.size {
+				off = 0
+			}
+			_, err = l.f.WriteAt(buf, off)
+			off += int64(len(buf))
+			if err == nil {
+				err = syncData(l.f)
+			}
 		}
 		for _, w := range group {
 			w.done <- err
